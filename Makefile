@@ -1,0 +1,27 @@
+# make install: build .venv (keeps an importable torch, else installs $(TORCH) first so pip never
+#               pulls a CUDA build), then the package in editable mode.
+# make test:    install + test extras, then the whole pytest suite (what .ci/run calls).
+# make demo:    the quick start on the embedded toy corpus (examples/toy/demo.sh).
+PYTHON ?= python3
+VENV ?= .venv
+TORCH ?= torch==2.13.0
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check
+PYTEST_ARGS ?=
+
+.PHONY: install test demo clean
+
+install:
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -c "import torch" 2>/dev/null || $(PIP) install "$(TORCH)"
+	$(PIP) install -q -e .
+
+test: install
+	$(PIP) install -q -e ".[test]"
+	$(PY) -m pytest -q $(PYTEST_ARGS) tests
+
+demo: install
+	PATH="$(abspath $(VENV))/bin:$$PATH" bash examples/toy/demo.sh
+
+clean:
+	rm -rf demo build dist *.egg-info

@@ -1,0 +1,34 @@
+"""hmm_nmt: hidden Markov models for neural machine translation, as a fairseq plugin.
+
+Importing this package (what ``fairseq-* --user-dir hmm_nmt`` does) registers every model,
+architecture, criterion and task of the plugin and makes fairseq checkpoints loadable under
+torch >= 2.6 (see :mod:`hmm_nmt.checkpoint_compat`).
+
+The HMM mathematics lives in :mod:`hmm_nmt.hmm` and does not import fairseq.
+"""
+import importlib
+import os
+
+__version__ = "0.1.0"
+
+from hmm_nmt import checkpoint_compat  # noqa: E402
+
+checkpoint_compat.install()
+
+
+def _import_all(subpackage):
+    # fairseq's own convention: every module of models/, criterions/, tasks/ registers itself on import
+    folder = os.path.join(os.path.dirname(__file__), subpackage)
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".py") and not name.startswith("_"):
+            importlib.import_module(f"hmm_nmt.{subpackage}.{name[:-3]}")
+
+
+try:
+    import fairseq  # noqa: F401
+except ImportError:  # pure-torch use of hmm_nmt.hmm without fairseq installed
+    fairseq = None
+
+if fairseq is not None:
+    for _sub in ("tasks", "criterions", "models"):
+        _import_all(_sub)

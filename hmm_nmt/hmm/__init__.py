@@ -1,0 +1,1 @@
+"""Pure-torch HMM mathematics (no fairseq import): forward recursions, posteriors, lexicon kernels."""
