@@ -239,7 +239,7 @@ def score(hyps, refs):
 
     if len(hyps) != len(refs):
         raise BenchmarkError(f"{len(hyps)} hypotheses for {len(refs)} references")
-    bleu_m = BLEU(tokenize="none", lowercase=True)
+    bleu_m = BLEU(tokenize="none", lowercase=True, force=True)  # force: tokenised input is intended here
     ter_m = TER(case_sensitive=False)
     chrf_m = CHRF(lowercase=True)
     bleu = bleu_m.corpus_score(hyps, [refs])

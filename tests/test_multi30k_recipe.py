@@ -27,6 +27,7 @@ MAX_UPDATE = 12
 SMOKE = ["--embed-dim", "16", "--ffn-dim", "32", "--layers", "1", "--heads", "2", "--max-tokens", "600",
          "--lr", "1e-3", "--warmup-updates", "5", "--budget-minutes", "0", "--max-update", str(MAX_UPDATE),
          "--validate-interval-updates", "4", "--log-interval", "2", "--threads", "1", "--gen-batch-size", "16",
+         "--average-best", "2",
          "--generate-args", "--max-len-b 12"]
 EXPECTED = {  # slot -> (arch, criterion) the benchmark must have trained
     "transformer": ("transformer", "label_smoothed_cross_entropy"),
@@ -191,6 +192,21 @@ def test_multi30k_smoke_benchmark_three_models(tmp_path):
             (float(ref_scores["BLEU"]), float(ref_scores["TER"]), float(ref_scores["chrF2"]))
     # the three are different models of the same size settings
     assert len({r["parameters"] for r in rows}) >= 2
+
+    # decoded with the parameter average of the two best checkpoints on validation
+    import torch
+
+    for r in rows:
+        assert r["checkpoint_selection"] == "average of the 2 best on validation"
+        ckpt_dir = out / "de-en" / r["slot"] / "checkpoints"
+        best = sorted(ckpt_dir.glob("checkpoint.best_loss_*.pt"))
+        assert len(best) == 2
+        states = [torch.load(p, map_location="cpu", weights_only=False)["model"] for p in best]
+        avg = torch.load(out / r["checkpoint"], map_location="cpu", weights_only=False)["model"]
+        assert set(avg) == set(states[0])
+        for k, v in avg.items():
+            torch.testing.assert_close(v, (states[0][k] + states[1][k]) / 2, rtol=1e-6, atol=1e-7)
+        assert any(not torch.equal(states[0][k], states[1][k]) for k in avg)  # two different checkpoints
 
     # Markdown table: one complete row per model
     header, body = _table_rows((out / "results.md").read_text())
