@@ -35,7 +35,7 @@ from torch import Tensor
 from fairseq import utils
 from fairseq.incremental_decoding_utils import with_incremental_state
 from fairseq.models import register_model, register_model_architecture
-from fairseq.models.transformer import TransformerConfig, TransformerDecoder, TransformerModel
+from fairseq.models.transformer import TransformerConfig, TransformerDecoder, TransformerEncoder, TransformerModel
 from fairseq.models.transformer.transformer_legacy import base_architecture, transformer_iwslt_de_en
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 
@@ -210,6 +210,22 @@ class FirstOrderAlignment(_CachedSourceMixin, nn.Module):
     def reorder_incremental_state(self, incremental_state, new_order):
         self._reorder_cache(incremental_state, new_order, "src")
         return self._reorder_cache(incremental_state, new_order, "state")
+
+
+class DHMMEncoder(TransformerEncoder):
+    """fairseq's encoder, unchanged, except that it refuses empty source sentences.
+
+    The alignment distribution needs source words to align to; a source of EOS alone (an empty input
+    line) is a data error, reported instead of silently translated from nothing.
+    """
+
+    def forward(self, src_tokens, src_lengths=None, return_all_hiddens=False, token_embeddings=None):
+        words = src_tokens.ne(self.padding_idx) & src_tokens.ne(self.dictionary.eos())
+        empty = (~words.any(dim=1)).nonzero().flatten()
+        if len(empty) > 0:
+            raise ValueError(f"transformer_dhmm: empty source sentence (row {empty.tolist()} of the batch): "
+                             "the direct HMM needs at least one source word to align to")
+        return super().forward(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
 
 
 class TransformerDHMMDecoder(TransformerDecoder):
@@ -409,6 +425,10 @@ class TransformerDHMMModel(TransformerModel):
         return super().build_model(args, task)
 
     @classmethod
+    def build_encoder(cls, args, src_dict, embed_tokens):
+        return DHMMEncoder(args, src_dict, embed_tokens)
+
+    @classmethod
     def build_decoder(cls, args, tgt_dict, embed_tokens):
         return TransformerDHMMDecoder(args, tgt_dict, embed_tokens,
                                       no_encoder_attn=getattr(args, "no_cross_attention", False))
@@ -417,6 +437,24 @@ class TransformerDHMMModel(TransformerModel):
                 features_only=False, alignment_layer=None, alignment_heads=None):
         encoder_out = self.encoder(src_tokens, src_lengths=src_lengths, return_all_hiddens=return_all_hiddens)
         return self.decoder(prev_output_tokens, encoder_out=encoder_out, features_only=features_only)
+
+    @torch.no_grad()
+    def alignment_posteriors(self, src_tokens, src_lengths, prev_output_tokens, target, method="autograd"):
+        """p(b_i = j | E, F) (B, I, J) for reference pairs, lexicon included ("posterior alignment").
+
+        ``method="autograd"`` differentiates log p(E | F) w.r.t. the lexicon scores, ``"explicit"`` runs the
+        forward-backward recursions; both give the same posteriors (tested).
+        """
+        x, extra = self(src_tokens, src_lengths, prev_output_tokens, features_only=True)
+        tgt_mask = target.ne(self.decoder.padding_idx)
+        row_mask = self.decoder.lexicon_rows(extra, tgt_mask)
+        gold, _ = self.decoder.lexicon_scores(x, extra, target, row_mask)
+        align = self.decoder.alignment_potentials(extra, row_mask)
+        if method == "autograd":
+            return direct.posteriors(gold, tgt_mask, **align)
+        if method == "explicit":
+            return direct.forward_backward(gold, tgt_mask, **align)
+        raise ValueError(f"unknown posterior method {method!r} (autograd or explicit)")
 
 
 def _dhmm_defaults(args):
