@@ -7,8 +7,8 @@ target position j.  Hypotheses produced by aligners only have sure links (then P
 Formats
 -------
 Pharaoh/TALP
-    one line per sentence pair, whitespace-separated links ``i-j`` (sure), ``i?j`` or ``ipj``
-    (possible; ``ipj`` is the convention of the popular Europarl gold files).  Indices are 0-based,
+    one line per sentence pair, whitespace-separated links ``i-j`` (sure), ``i?j``, ``ipj`` or
+    ``i p j`` (possible; ``ipj`` is the convention of the popular Europarl gold files).  Indices are 0-based,
     or 1-based with ``one_based=True``.  An empty line is a sentence with no links.
 NAACL/RWTH (WPT 2003/2005 shared tasks)
     one link per line: ``sent i j [S|P] [confidence]``.  Sentences without links do not occur, so
@@ -102,6 +102,7 @@ def reverse_all(alignments: Sequence[Alignment]) -> List[Alignment]:
 
 # --------------------------------------------------------------------------------------------- Pharaoh
 _PHARAOH_TOKEN = re.compile(r"^(\d+)([-?p])(\d+)$")
+_SPACED_P = re.compile(r"(?<!\S)(\d+)\s+p\s+(\d+)(?!\S)")
 
 
 def parse_pharaoh_line(text: str, one_based: bool = False, path: Optional[str] = None,
@@ -109,6 +110,7 @@ def parse_pharaoh_line(text: str, one_based: bool = False, path: Optional[str] =
     """Parse one Pharaoh line (``0-0 1?2 3p4``) into an :class:`Alignment`."""
     sure, possible = set(), set()
     off = 1 if one_based else 0
+    text = _SPACED_P.sub(r"\1p\2", text)  # "3 p 4" is the spaced spelling of "3p4"
     for tok in text.split():
         m = _PHARAOH_TOKEN.match(tok)
         if m is None:

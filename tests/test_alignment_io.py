@@ -39,6 +39,9 @@ def test_parse_pharaoh_tokens():
     b = parse_pharaoh_line("1-1 2p3", one_based=True)
     assert b.sure == {(0, 0)} and b.possible == {(0, 0), (1, 2)}
     assert format_pharaoh(a) == "0-0 1?2 3?4 5-6"
+    assert parse_pharaoh_line("0-0 1 p 2 3p4 5-6") == a  # spaced form of a possible link
+    with pytest.raises(AlignmentFormatError):
+        parse_pharaoh_line("0-0 p 2")
     assert format_pharaoh(a, possible_mark="p", one_based=True) == "1-1 2p3 4p5 6-7"
 
 
