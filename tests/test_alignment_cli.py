@@ -176,3 +176,11 @@ def test_baselines_eflomal_on_toy_corpus(tmp_path):
     fwd, rev = read_pharaoh(str(out / "eflomal.fwd.align")), read_pharaoh(str(out / "eflomal.rev.align"))
     sym = read_pharaoh(str(out / "eflomal.grow-diag.align"))
     assert [sorted(a.sure) for a in sym] == [grow_diag(f.sure, r.sure) for f, r in zip(fwd, rev)]
+
+
+def test_package_does_not_import_fairseq_or_torch():
+    code = ("import sys, alignment, alignment.io, alignment.aer, alignment.symmetrize, alignment.subword, "
+            "alignment.cli, alignment.heatmap, alignment.baselines; "
+            "print(sorted(m for m in ('fairseq', 'torch') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", (r.stdout, r.stderr)
