@@ -114,30 +114,38 @@ def reference_lexicon_scores(hidden, weight, bias, target):
 
 def log_mixture(src_feat: Tensor, tgt_feat: Tensor, log_align: Tensor, weight: Tensor, bias: Optional[Tensor],
                 chunk_rows: int = 1024, dtype: torch.dtype = torch.float32,
-                return_logz: bool = False):
+                return_logz: bool = False, keep_idx: Optional[Tensor] = None):
     """log p(e | e_<i, f) = logsumexp_j [log p(j | i) + log softmax_e(W ReLU(src_feat_j + tgt_feat_i) + b)].
 
     src_feat (B, J, d) = W5 h_j + bias, tgt_feat (B, I, d) = W6 s_i, log_align (B, I, J) (-inf on padding).
     Returns (B, I, V) log-probabilities, and with ``return_logz`` also the lexicon log-normalisers (B, I, J).
     Rows (b, i) are processed in chunks of about ``chunk_rows`` (i, j) pairs, so memory is O(chunk x V).
+    With ``keep_idx`` (B, I, K) only those source positions enter the mixture (their alignment weights must
+    already be renormalised over them) and only B x I x K lexicon rows are computed; logz is then (B, I, K).
     """
     bsz, tgt_len, _ = tgt_feat.shape
     src_len = src_feat.size(1)
     vocab = weight.size(0)
     out = tgt_feat.new_empty(bsz, tgt_len, vocab, dtype=torch.float32 if tgt_feat.dtype != torch.float64 else tgt_feat.dtype)
-    logz_all = out.new_empty(bsz, tgt_len, src_len) if return_logz else None
-    rows_per_chunk = max(1, chunk_rows // max(1, src_len))
+    width = src_len if keep_idx is None else keep_idx.size(-1)
+    logz_all = out.new_empty(bsz, tgt_len, width) if return_logz else None
+    rows_per_chunk = max(1, chunk_rows // max(1, width))
     b_idx = torch.arange(bsz, device=tgt_feat.device).repeat_interleave(tgt_len)
     i_idx = torch.arange(tgt_len, device=tgt_feat.device).repeat(bsz)
     out_flat = out.view(bsz * tgt_len, vocab)
     for s in range(0, bsz * tgt_len, rows_per_chunk):
         e = min(bsz * tgt_len, s + rows_per_chunk)
         bb, ii = b_idx[s:e], i_idx[s:e]
-        t = torch.relu(src_feat[bb] + tgt_feat[bb, ii][:, None, :])  # (c, J, d)
-        logits = _logits(t.reshape(-1, t.size(-1)), weight, bias, dtype).view(e - s, src_len, vocab)
+        if keep_idx is None:
+            feat, align = src_feat[bb], log_align[bb, ii]  # (c, J, d), (c, J)
+        else:
+            idx = keep_idx[bb, ii]
+            feat, align = src_feat[bb[:, None], idx], log_align[bb, ii].gather(1, idx)  # (c, K, d), (c, K)
+        t = torch.relu(feat + tgt_feat[bb, ii][:, None, :])
+        logits = _logits(t.reshape(-1, t.size(-1)), weight, bias, dtype).view(e - s, width, vocab)
         logz = torch.logsumexp(logits, dim=-1)
         if logz_all is not None:
-            logz_all.view(bsz * tgt_len, src_len)[s:e] = logz
-        weights = (log_align[bb, ii] - logz)[:, :, None]
+            logz_all.view(bsz * tgt_len, width)[s:e] = logz
+        weights = (align - logz)[:, :, None]
         out_flat[s:e] = torch.logsumexp(logits + weights, dim=1)
     return (out, logz_all) if return_logz else out
