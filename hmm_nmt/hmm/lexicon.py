@@ -23,15 +23,26 @@ from torch import Tensor
 LEXICON_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
+def _low(dtype: torch.dtype, like: Tensor) -> bool:
+    return dtype != torch.float32 and like.dtype != torch.float64
+
+
 def _logits(hidden: Tensor, weight: Tensor, bias: Optional[Tensor], dtype: torch.dtype) -> Tensor:
-    """fp32 logits of one chunk; the matmul may run in a lower precision (bf16), accumulation stays fp32."""
-    if dtype == torch.float32 or hidden.dtype == torch.float64:
-        out = hidden @ weight.t()
-    else:
-        out = (hidden.to(dtype) @ weight.to(dtype).t()).float()
-    if bias is not None:
-        out = out + bias
-    return out
+    """fp32 logits of one chunk; the matmul may run in a lower precision (bf16), accumulation stays fp32.
+
+    ``weight`` should already be in ``dtype`` (converted once per call, not per chunk). The bias is fused
+    into the matmul (fp32) or added in place (bf16), so a chunk allocates one (rows, V) buffer.
+    """
+    if not _low(dtype, hidden):
+        return torch.addmm(bias, hidden, weight.t()) if bias is not None else hidden @ weight.t()
+    out = (hidden.to(dtype) @ weight.t()).float()
+    return out.add_(bias) if bias is not None else out
+
+
+def _logsumexp_(logits: Tensor) -> Tensor:
+    """Row-wise log-sum-exp that overwrites ``logits`` (one buffer instead of torch.logsumexp's copies)."""
+    m = logits.amax(dim=-1, keepdim=True)
+    return logits.sub_(m).exp_().sum(-1).log_().add_(m.squeeze(-1))
 
 
 class LexiconScores(torch.autograd.Function):
@@ -50,12 +61,13 @@ class LexiconScores(torch.autograd.Function):
         gold = hidden.new_empty(n, dtype=torch.float32 if hidden.dtype != torch.float64 else hidden.dtype)
         logz = torch.empty_like(gold)
         mean = torch.empty_like(gold)
+        w_mm = weight.to(dtype) if _low(dtype, hidden) else weight
         for s in range(0, n, chunk_rows):
             e = min(n, s + chunk_rows)
-            logits = _logits(hidden[s:e], weight, bias, dtype)
-            logz[s:e] = torch.logsumexp(logits, dim=-1)
+            logits = _logits(hidden[s:e], w_mm, bias, dtype)
             gold[s:e] = logits.gather(1, target[s:e, None]).squeeze(1)
             mean[s:e] = logits.mean(dim=-1)
+            logz[s:e] = _logsumexp_(logits)
         ctx.save_for_backward(hidden, weight, bias, target, logz)
         ctx.chunk_rows, ctx.dtype = chunk_rows, dtype
         return gold - logz, mean - logz
@@ -69,12 +81,13 @@ class LexiconScores(torch.autograd.Function):
         grad_h = torch.empty_like(hidden) if need_h else None
         grad_w = torch.zeros(weight.shape, dtype=logz.dtype, device=weight.device) if need_w else None
         grad_b = torch.zeros(vocab, dtype=logz.dtype, device=weight.device) if need_b and bias is not None else None
-        low = dtype != torch.float32 and hidden.dtype != torch.float64
+        low = _low(dtype, hidden)
         w_mm = weight.to(dtype) if low else weight
         for s in range(0, n, chunk_rows):
             e = min(n, s + chunk_rows)
             a, b = g_gold[s:e, None], g_mean[s:e, None]
-            g = _logits(hidden[s:e], weight, bias, dtype)
+            g = _logits(hidden[s:e], w_mm, bias, dtype)
+            # softmax in place, then a * onehot + b / V - (a + b) * softmax
             g.sub_(logz[s:e, None]).exp_().mul_(-(a + b)).add_(b / vocab)
             g.scatter_add_(1, target[s:e, None], a)
             if low:
@@ -130,6 +143,8 @@ def log_mixture(src_feat: Tensor, tgt_feat: Tensor, log_align: Tensor, weight: T
     width = src_len if keep_idx is None else keep_idx.size(-1)
     logz_all = out.new_empty(bsz, tgt_len, width) if return_logz else None
     rows_per_chunk = max(1, chunk_rows // max(1, width))
+    if _low(dtype, tgt_feat):
+        weight = weight.to(dtype)
     b_idx = torch.arange(bsz, device=tgt_feat.device).repeat_interleave(tgt_len)
     i_idx = torch.arange(tgt_len, device=tgt_feat.device).repeat(bsz)
     out_flat = out.view(bsz * tgt_len, vocab)
