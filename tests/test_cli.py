@@ -106,3 +106,19 @@ def test_missing_data_directory_is_refused(tmp_path):
                    check=False)
     assert proc.returncode != 0
     assert str(missing) in proc.stderr
+
+
+@pytest.mark.parametrize("order", [0, 1])
+def test_train_and_generate_with_topk_and_bf16(toy, order):
+    save = toy / f"fast{order}"
+    proc = fairseq("train", str(toy / "bin"), "--user-dir", USER_DIR, "--arch", "transformer_dhmm", *SMALL,
+                   "--alignment-order", str(order), "--lexicon-topk", "2", "--lexicon-dtype", "bf16",
+                   "--criterion", "dhmm_label_smoothed_cross_entropy", "--label-smoothing", "0.1",
+                   "--optimizer", "adam", "--lr", "0.005", "--max-tokens", "2000", "--max-epoch", "2",
+                   "--save-dir", str(save), "--no-epoch-checkpoints", "--seed", "1", "--num-workers", "0",
+                   "--no-progress-bar", "--log-format", "simple")
+    masses = [float(x) for x in re.findall(r"valid on 'valid' subset .*\| align_mass ([\d.]+)", proc.stderr + proc.stdout)]
+    assert len(masses) == 2 and all(0 < m <= 1 for m in masses), masses
+    gen = fairseq("generate", str(toy / "bin"), "--user-dir", USER_DIR, "--path", str(save / "checkpoint_last.pt"),
+                  "--beam", "5", "--batch-size", "16", "--print-alignment")
+    assert len(re.findall(r"^H-\d+\t", gen.stdout, re.M)) == 40
