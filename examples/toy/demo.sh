@@ -6,7 +6,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 OUT="${DEMO_DIR:-$ROOT/demo}"
-UPDATES="${DEMO_UPDATES:-700}"
+UPDATES="${DEMO_UPDATES:-400}"
 ORDER="${DEMO_ORDER:-0}"
 PY="${PYTHON:-python}"
 export OMP_NUM_THREADS="${DEMO_THREADS:-$(nproc)}"
