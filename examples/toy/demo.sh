@@ -32,7 +32,8 @@ fairseq-train "$OUT/data-bin" --user-dir "$ROOT/hmm_nmt" --arch transformer_dhmm
   --optimizer adam --adam-betas '(0.9,0.98)' --lr 0.005 --lr-scheduler inverse_sqrt --warmup-updates 100 \
   --max-tokens 1000 --max-update "$UPDATES" --save-dir "$OUT/checkpoints" --no-epoch-checkpoints \
   --seed 1 --num-workers 0 --log-format simple --log-interval 100 2>&1 \
-  | grep -E "valid on|done training|Error" | sed -E 's/.*\| (valid on|done)/\1/'
+  | grep --line-buffered -E "train_inner|valid on|done training|Error" \
+  | sed -u -E "s/.*\| (epoch|valid on|done)/\1/"
 
 echo "== 4/5 fairseq-generate (beam 5) on the test set"
 fairseq-generate "$OUT/data-bin" --user-dir "$ROOT/hmm_nmt" --path "$OUT/checkpoints/checkpoint_last.pt" \
