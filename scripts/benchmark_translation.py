@@ -491,7 +491,7 @@ class Benchmark:
             out = stack.enter_context(open(stdout_path, "w", encoding="utf-8")) if stdout_path else None
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE if out is None else out,
                                     stderr=subprocess.STDOUT if out is None else log,
-                                    text=True, bufsize=1, env=self.env, cwd=REPO)
+                                    text=True, bufsize=1, env=self.env)
             try:
                 if out is None:
                     for line in proc.stdout:
@@ -518,7 +518,6 @@ class Benchmark:
 
     # ------------------------------------------------------------------ stages
     def train(self, direction, slot, pos):
-        a = self.args
         jdir = self.job_dir(direction, slot)
         os.makedirs(jdir, exist_ok=True)
         done_path = os.path.join(jdir, "train_done.json")

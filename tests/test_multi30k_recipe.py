@@ -5,8 +5,6 @@ import gzip
 import json
 import os
 import re
-import shutil
-import signal
 import subprocess
 import sys
 
