@@ -61,8 +61,7 @@ NEG_INF = float("-inf")
 
 def safe_log(x):
     """``log x`` with ``log 0 = -inf`` and a zero (not NaN) gradient at 0."""
-    tiny = torch.finfo(x.dtype).tiny
-    return torch.where(x > 0, x.clamp_min(tiny).log(), torch.full_like(x, NEG_INF))
+    return torch.where(x > 0, x.clamp_min(torch.finfo(x.dtype).tiny).log(), NEG_INF)
 
 
 def log_matvec(phi, log_v, transpose=False):
@@ -112,18 +111,23 @@ class Filter(NamedTuple):
     log_likelihood: torch.Tensor  # (B,) log P(y | u), Eq. 6 per sequence
 
 
-def filter_step(log_alpha_prev, phi_t, log_f_t=None):
-    """One step of the forward recursion from the filtered ``log P(x_{t-1} | ...)``.
+def observe(log_zeta_t, log_f_t):
+    """Bayes update with the target at ``t``: ``(log P(x_t | u_1^t, y_1^t), log P(y_t | y_<t, u_1^t))``."""
+    joint = log_zeta_t + log_f_t
+    log_c = torch.logsumexp(joint, -1)
+    return joint - log_c.unsqueeze(-1), log_c
 
-    Returns ``(log_zeta_t, log_alpha_hat_t, log_c_t)``: the predictive state (Eq. 2), the state after
-    seeing ``y_t`` and ``log P(y_t | y_<t, u_1^t)``; ``phi_t`` holds *probabilities* (B, n, n).
+
+def filter_step(log_alpha_prev, phi_t, log_f_t):
+    """One step of the forward recursion from the filtered ``log P(x_{t-1} | u_1^{t-1}, y_1^{t-1})``.
+
+    Returns ``(log_zeta_t, log_alpha_hat_t, log_c_t)``: the predictive state (Eq. 2:
+    ``zeta_t = sum_j alpha_hat_{j,t-1} phi_j,t``), the state after seeing ``y_t`` and
+    ``log P(y_t | y_<t, u_1^t)``; ``phi_t`` holds *probabilities* (B, n, n).
     """
     log_zeta = log_matvec(phi_t, log_alpha_prev)
-    if log_f_t is None:
-        return log_zeta, log_zeta, torch.zeros_like(log_zeta[..., 0])
-    joint = log_zeta + log_f_t
-    log_c = torch.logsumexp(joint, -1)
-    return log_zeta, joint - log_c.unsqueeze(-1), log_c
+    log_alpha_hat, log_c = observe(log_zeta, log_f_t)
+    return log_zeta, log_alpha_hat, log_c
 
 
 def forward_filter(log_phi, log_f, log_zeta0, mask=None):
@@ -133,21 +137,23 @@ def forward_filter(log_phi, log_f, log_zeta0, mask=None):
     Differentiable: autograd through it is training method (a).
     """
     log_phi, log_f, mask = _check(log_phi, log_f, mask)
+    return _forward(log_phi.exp(), log_f, _initial(log_zeta0, *log_f.shape[::2], log_f), mask)
+
+
+def _forward(phi, log_f, prev, mask):
     B, T, n = log_f.shape
-    phi = log_phi.exp()
-    prev = _initial(log_zeta0, B, n, log_f)
-    zetas, alphas, cs = [], [], []
-    for t in range(T):  # the recursion is sequential in t; everything else is vectorised
-        z, a, c = filter_step(prev, phi[:, t], log_f[:, t])
-        m = mask[:, t]
-        prev = torch.where(m[:, None], a, prev)
-        zetas.append(z)
-        alphas.append(prev)
-        cs.append(torch.where(m, c, torch.zeros_like(c)))
     if T == 0:
         empty = log_f.new_zeros(B, 0, n)
         return Filter(empty, empty, log_f.new_zeros(B, 0), log_f.new_zeros(B))
-    log_c = torch.stack(cs, 1)
+    zetas, alphas, cs = [], [], []
+    for t in range(T):  # the recursion is sequential in t; everything else is vectorised
+        z, a, c = filter_step(prev, phi[:, t], log_f[:, t])
+        m = mask[:, t, None]
+        zetas.append(torch.where(m, z, prev))  # padded steps: the last real state, carried
+        prev = torch.where(m, a, prev)
+        alphas.append(prev)
+        cs.append(c)
+    log_c = torch.stack(cs, 1).masked_fill(~mask, 0.0)
     return Filter(torch.stack(zetas, 1), torch.stack(alphas, 1), log_c, log_c.sum(1))
 
 
@@ -168,13 +174,16 @@ def backward_scaled(log_phi, log_f, log_c, mask=None):
     ``log_f + log_beta_hat + sum_{s>t} log_c_s`` (see :func:`log_beta`).
     """
     log_phi, log_f, mask = _check(log_phi, log_f, mask)
+    return _backward(log_phi.exp(), log_f, log_c, mask)
+
+
+def _backward(phi, log_f, log_c, mask):
     B, T, n = log_f.shape
-    phi = log_phi.exp()
     nxt = log_f.new_zeros(B, n)
     out = [nxt] * T
+    v_all = log_f - log_c.unsqueeze(-1)
     for t in range(T - 2, -1, -1):
-        v = log_f[:, t + 1] + nxt - log_c[:, t + 1, None]
-        b = log_matvec(phi[:, t + 1], v, transpose=True)
+        b = log_matvec(phi[:, t + 1], v_all[:, t + 1] + nxt, transpose=True)
         nxt = torch.where(mask[:, t + 1, None], b, nxt)
         out[t] = nxt
     return torch.stack(out, 1) if T else log_f.new_zeros(B, 0, n)
@@ -200,14 +209,15 @@ def posteriors(log_phi, log_f, log_zeta0, mask=None):
     with torch.no_grad():
         log_phi, log_f, mask = _check(log_phi, log_f, mask)
         B, T, n = log_f.shape
-        filt = forward_filter(log_phi, log_f, log_zeta0, mask)
-        lb = backward_scaled(log_phi, log_f, filt.log_c, mask)
-        m3 = mask[:, :, None]
-        zeta_hat = torch.where(m3, (filt.log_alpha_hat + lb).exp(), torch.zeros_like(lb))
+        phi = log_phi.exp()
         init = _initial(log_zeta0, B, n, log_f)
+        filt = _forward(phi, log_f, init, mask)
+        lb = _backward(phi, log_f, filt.log_c, mask)
+        m3 = mask[:, :, None]
+        zeta_hat = torch.where(m3, (filt.log_alpha_hat + lb).exp(), 0.0)
         prev = torch.cat([init.unsqueeze(1), filt.log_alpha_hat[:, :-1]], 1)  # alpha_hat_{t-1}, (B, T, n)
         log_h = (log_f + lb - filt.log_c.unsqueeze(-1)).unsqueeze(-1) + log_phi + prev.unsqueeze(-2)
-        h = torch.where(m3.unsqueeze(-1), log_h.exp(), torch.zeros_like(log_h))
+        h = torch.where(m3.unsqueeze(-1), log_h.exp(), 0.0)
         if T:
             zeta0_hat = h[:, 0].sum(1)  # P(x_0 = j) = sum_i P(x_1 = i, x_0 = j)
             empty = ~mask[:, 0]
