@@ -61,6 +61,8 @@ NEG_INF = float("-inf")
 
 def safe_log(x):
     """``log x`` with ``log 0 = -inf`` and a zero (not NaN) gradient at 0."""
+    if not (x.requires_grad and torch.is_grad_enabled()):
+        return x.log()  # no gradient to protect: one op instead of four
     return torch.where(x > 0, x.clamp_min(torch.finfo(x.dtype).tiny).log(), NEG_INF)
 
 
@@ -70,7 +72,7 @@ def log_matvec(phi, log_v, transpose=False):
     ``phi`` holds probabilities (zeros allowed); ``v`` is shifted by its maximum so nothing overflows.
     """
     m = log_v.amax(-1, keepdim=True).detach()  # the value does not depend on m: no gradient needed
-    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    m = m.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)  # all -inf: any finite shift will do
     v = (log_v - m).exp()
     if transpose:
         s = (v.unsqueeze(-2) @ phi).squeeze(-2)
