@@ -62,7 +62,9 @@ def lengths_to_mask(lengths, max_len=None):
 # positive activations (in log space: the cores take log-potentials)
 def log_melu(x):
     """log of mELU(x) = 1 + x if x > 0 else exp(x) (the paper's positive activation), computed stably."""
-    return torch.log1p(x.clamp(min=0)) + x.clamp(max=0)
+    pos = x.clamp(min=0)
+    # log1p(max(x, 0)) + min(x, 0); writing min(x, 0) as x - max(x, 0) keeps the slope 1 at x = 0 exactly
+    return torch.log1p(pos) + (x - pos)
 
 
 def log_positive(x, activation="melu"):
