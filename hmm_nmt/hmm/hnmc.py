@@ -57,9 +57,11 @@ class HNMCLayer(nn.Module):
         z = F.linear(y, self.weight_y, self.bias).unsqueeze(2) + self.weight_prev.t()
         return log_positive(z, self.activation)
 
-    def forward(self, y, mask=None):
-        """Log posteriors (B, T, N) of the states given all observations (entropic forward-backward)."""
-        return chain_posteriors(self.log_potentials(y), None, mask)[0]
+    def forward(self, y, mask=None, log_init=None):
+        """Log posteriors (B, T, N) of the states given all observations (entropic forward-backward).
+
+        ``log_init``: log weights of the virtual initial state (default: uniform, the paper's constant)."""
+        return chain_posteriors(self.log_potentials(y), log_init, mask)[0]
 
     def forward_only(self, y, mask=None, log_alpha0=None):
         """Normalised log entropic forward (B, T, N): the state given the observations up to t only."""
@@ -97,8 +99,9 @@ class HNMC2Layer(nn.Module):
         z = F.linear(y, self.weight_y, self.bias)[:, :, None, None, :] + u
         return log_positive(z, self.activation)
 
-    def forward(self, y, mask=None):
-        return chain2_posteriors(self.log_potentials(y), None, mask)[0]
+    def forward(self, y, mask=None, log_init=None):
+        """Log posteriors (B, T, N); ``log_init`` (N, N): weights of the virtual initial pair."""
+        return chain2_posteriors(self.log_potentials(y), log_init, mask)[0]
 
 
 class HNMCCNLayer(nn.Module):
@@ -123,7 +126,7 @@ class HNMCCNLayer(nn.Module):
         self.weight_j_next = nn.Parameter(w[:, D:].detach().clone())
         self.bias_j = nn.Parameter(b.detach().clone())
 
-    def log_potentials(self, y, mask=None):
+    def log_potentials(self, y):
         """(B, T, N, N) log potentials ``[b, t, j, i]`` (y_{-1} = 0)."""
         y_prev = F.pad(y, (0, 0, 1, 0))[:, :-1]
         zi = (F.linear(y_prev, self.weight_i_prev_obs) + F.linear(y, self.weight_i_obs, self.bias_i)).unsqueeze(2)
@@ -131,8 +134,9 @@ class HNMCCNLayer(nn.Module):
         zj = F.linear(y, self.weight_j_obs, self.bias_j).unsqueeze(2) + self.weight_j_next.t()  # [i, j]
         return log_positive(zi, self.activation) + log_positive(zj, self.activation).transpose(-1, -2)
 
-    def forward(self, y, mask=None):
-        return chain_posteriors(self.log_potentials(y), None, mask)[0]
+    def forward(self, y, mask=None, log_init=None):
+        """Log posteriors (B, T, N)."""
+        return chain_posteriors(self.log_potentials(y), log_init, mask)[0]
 
 
 LAYERS = {"hnmc": HNMCLayer, "hnmc2": HNMC2Layer, "hnmc_cn": HNMCCNLayer}
