@@ -108,8 +108,9 @@ def chain_forward(log_G, log_init=None, mask=None):
     a = _uniform_init(log_G, (N,)) if log_init is None else log_init.expand(B, N)
     log_Z = log_G.new_zeros(B)
     out = []
+    steps = log_G.unbind(1)  # one UnbindBackward, not T slice-backwards each the size of log_G
     for t in range(T):
-        s = torch.logsumexp(a.unsqueeze(-1) + log_G[:, t], dim=1)
+        s = torch.logsumexp(a.unsqueeze(-1) + steps[t], dim=1)
         c = torch.logsumexp(s, dim=-1, keepdim=True)
         s = s - c
         if mask is not None:
@@ -128,8 +129,9 @@ def chain_backward(log_G, mask=None):
     mask = _check_mask(mask, B, T)
     b = log_G.new_zeros(B, N)
     out = [b]
+    steps = log_G.unbind(1)
     for t in range(T - 2, -1, -1):
-        s = torch.logsumexp(log_G[:, t + 1] + b.unsqueeze(1), dim=2)
+        s = torch.logsumexp(steps[t + 1] + b.unsqueeze(1), dim=2)
         s = s - torch.logsumexp(s, dim=-1, keepdim=True)
         if mask is not None:
             s = torch.where(mask[:, t + 1].unsqueeze(-1), s, torch.zeros_like(s))
@@ -159,8 +161,9 @@ def chain2_forward(log_G2, log_init2=None, mask=None):
     a = _uniform_init(log_G2, (N, N)) if log_init2 is None else log_init2.expand(B, N, N)
     log_Z = log_G2.new_zeros(B)
     out = []
+    steps = log_G2.unbind(1)
     for t in range(T):
-        s = torch.logsumexp(a.unsqueeze(-1) + log_G2[:, t], dim=1)
+        s = torch.logsumexp(a.unsqueeze(-1) + steps[t], dim=1)
         c = torch.logsumexp(s.reshape(B, -1), dim=-1)
         s = s - c.view(B, 1, 1)
         if mask is not None:
@@ -179,9 +182,10 @@ def chain2_backward(log_G2, mask=None):
     mask = _check_mask(mask, B, T)
     b = log_G2.new_zeros(B, N, N)
     out = [b]
+    steps = log_G2.unbind(1)
     for t in range(T - 2, -1, -1):
         # beta_t(j, i) = sum_k G_{t+1}(j, i, k) beta_{t+1}(i, k)
-        s = torch.logsumexp(log_G2[:, t + 1] + b.unsqueeze(1), dim=-1)
+        s = torch.logsumexp(steps[t + 1] + b.unsqueeze(1), dim=-1)
         s = s - torch.logsumexp(s.reshape(B, -1), dim=-1).view(B, 1, 1)
         if mask is not None:
             s = torch.where(mask[:, t + 1].view(B, 1, 1), s, torch.zeros_like(s))
