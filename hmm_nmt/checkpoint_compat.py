@@ -1,0 +1,60 @@
+"""Make fairseq 0.12 checkpoints loadable under torch >= 2.6.
+
+torch 2.6 switched ``torch.load`` to ``weights_only=True``: only tensors, containers and allow-listed classes
+may be unpickled. fairseq 0.12 calls ``torch.load(f, map_location=...)`` without the flag, and its
+checkpoints pickle a few non-tensor objects (``argparse.Namespace`` for legacy ``args``, numpy scalars in the
+training state, enum values of fairseq's dataclass choices in ``cfg``). Instead of turning the check off for
+every caller (``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``), we allow-list exactly those classes, process-wide, through
+``torch.serialization.add_safe_globals``; anything else in a checkpoint is still refused.
+"""
+import argparse
+import enum
+import importlib
+
+import torch
+
+_installed = False
+
+
+def _fairseq_enums():
+    """Enum classes defined by fairseq's dataclass choices (they may appear in saved cfg dicts)."""
+    out = []
+    try:
+        constants = importlib.import_module("fairseq.dataclass.constants")
+    except Exception:  # fairseq absent: nothing of it can be in a checkpoint we load
+        return out
+    for value in vars(constants).values():
+        if isinstance(value, type) and issubclass(value, enum.Enum):
+            out.append(value)
+    return out
+
+
+def safe_globals():
+    """The classes a fairseq checkpoint may pickle besides tensors and plain containers."""
+    import numpy as np
+
+    classes = [argparse.Namespace, np.dtype, np.ndarray]
+    # numpy scalars are pickled through numpy's reconstruct helpers and dtype classes
+    for modname in ("numpy._core.multiarray", "numpy.core.multiarray"):
+        try:
+            mod = importlib.import_module(modname)
+        except Exception:
+            continue
+        classes += [getattr(mod, n) for n in ("scalar", "_reconstruct") if hasattr(mod, n)]
+        break
+    dtypes = getattr(np, "dtypes", None)
+    if dtypes is not None:
+        classes += [v for v in vars(dtypes).values() if isinstance(v, type) and issubclass(v, np.dtype)]
+    classes += _fairseq_enums()
+    return classes
+
+
+def install():
+    """Allow-list the classes above for ``weights_only`` loading (idempotent; no-op on old torch)."""
+    global _installed
+    if _installed:
+        return
+    add = getattr(torch.serialization, "add_safe_globals", None)
+    if add is not None:
+        add(safe_globals())
+    _installed = True

@@ -1,0 +1,107 @@
+"""Sentence likelihood of the direct HMM by dynamic programming over alignments (Wang et al. 2021).
+
+Notation (the paper's): target words e_1..e_I, source positions j = 1..J, alignment b_i = j.
+
+* lexicon score  L(i, j) = log p(e_i | j, e_<i, f)   (or its label-smoothed version ls(i, j)),
+* zero order     log p(j | e_<i, f)           =: A(i, j)            (Eq. 5, 8),
+* first order    log p(j | j', e_<i, f)       =: T(i, j', j), and the start distribution
+                 log p(j | start, f)          =: A0(j) used at i = 1 (Eq. 11).
+
+Forward recursion (Eq. 13-14), in log space:
+
+    Q(1, j) = A0(j) + L(1, j)
+    Q(i, j) = L(i, j) + logsumexp_j' [ T(i, j', j) + Q(i-1, j') ]
+    log p(E | F) = logsumexp_j Q(I, j)
+
+Zero order is the special case T(i, j', j) = A(i, j): the sum factorises per position.
+Target padding (mask False) leaves Q unchanged, so padded positions never change a sentence's likelihood.
+Source padding must carry MASKED (or -inf in forward-only use) in A / A0 / T on the padded j.
+
+The alignment posterior p(b_i = j | E, F) is the gradient of log p(E | F) with respect to L(i, j)
+(torch-struct's view); :func:`posteriors` computes it that way and :func:`forward_backward` by an explicit
+backward recursion, which the tests compare.
+"""
+import torch
+from torch import Tensor
+
+# Log-probability given to impossible alignments (source padding). Finite on purpose: exp() of it is exactly
+# 0 in float32, and unlike -inf it never turns into NaN in the backward pass of logsumexp/log_softmax.
+MASKED = -1e9
+
+
+def zero_order_log_likelihood(log_align: Tensor, lex: Tensor, tgt_mask: Tensor) -> Tensor:
+    """log p(E | F) per sentence (B,) from A (B, I, J), L (B, I, J) and the target mask (B, I)."""
+    per_pos = torch.logsumexp(log_align + lex, dim=-1)
+    return per_pos.masked_fill(~tgt_mask, 0.0).sum(-1)
+
+
+def _masked_lse(x: Tensor, dim: int) -> Tensor:
+    """logsumexp that returns -inf (with zero gradient, no NaN) where every entry is -inf."""
+    m = x.amax(dim=dim, keepdim=True)
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    return (x - m).exp().sum(dim).log() + m.squeeze(dim)
+
+
+def first_order_forward(log_init: Tensor, log_trans: Tensor, lex: Tensor, tgt_mask: Tensor) -> Tensor:
+    """Forward variables Q (B, I, J) of the first-order direct HMM.
+
+    log_init (B, J): A0; log_trans (B, I, J', J): T (the slice i = 0 is unused); lex (B, I, J): L;
+    tgt_mask (B, I) True on real target positions (right padding; a padded step copies Q forward).
+    The only Python loop is over target positions; each step is one (B, J', J) log-matrix product.
+    """
+    bsz, tgt_len, src_len = lex.shape
+    q = log_init + lex[:, 0]
+    out = [q]
+    for i in range(1, tgt_len):
+        step = _masked_lse(q[:, :, None] + log_trans[:, i], dim=1) + lex[:, i]
+        q = torch.where(tgt_mask[:, i, None], step, q)
+        out.append(q)
+    return torch.stack(out, dim=1)
+
+
+def first_order_log_likelihood(log_init: Tensor, log_trans: Tensor, lex: Tensor, tgt_mask: Tensor) -> Tensor:
+    """log p(E | F) per sentence (B,) of the first-order direct HMM (Eq. 14)."""
+    q = first_order_forward(log_init, log_trans, lex, tgt_mask)
+    return torch.logsumexp(q[:, -1], dim=-1)
+
+
+def log_likelihood(lex: Tensor, tgt_mask: Tensor, log_align: Tensor = None, log_init: Tensor = None,
+                   log_trans: Tensor = None) -> Tensor:
+    """Dispatch on the order: zero order needs ``log_align``, first order ``log_init`` and ``log_trans``."""
+    if log_trans is None:
+        return zero_order_log_likelihood(log_align, lex, tgt_mask)
+    return first_order_log_likelihood(log_init, log_trans, lex, tgt_mask)
+
+
+def posteriors(lex: Tensor, tgt_mask: Tensor, **alignment) -> Tensor:
+    """p(b_i = j | E, F) (B, I, J) as the gradient of log p(E | F) w.r.t. the lexicon scores."""
+    with torch.enable_grad():
+        lex = lex.detach().requires_grad_(True)
+        alignment = {k: v.detach() for k, v in alignment.items() if v is not None}
+        ll = log_likelihood(lex, tgt_mask, **alignment)
+        (grad,) = torch.autograd.grad(ll.sum(), lex)
+    return grad
+
+
+def forward_backward(lex: Tensor, tgt_mask: Tensor, log_align: Tensor = None, log_init: Tensor = None,
+                     log_trans: Tensor = None) -> Tensor:
+    """Explicit forward-backward posteriors p(b_i = j | E, F) (B, I, J); zero on padded target positions."""
+    bsz, tgt_len, src_len = lex.shape
+    if log_trans is None:  # zero order: positions are independent given E, F
+        post = torch.softmax(log_align + lex, dim=-1)
+        return post * tgt_mask[..., None]
+    q = first_order_forward(log_init, log_trans, lex, tgt_mask)
+    lengths = tgt_mask.sum(-1)
+    beta = lex.new_full((bsz, src_len), 0.0)
+    betas = [None] * tgt_len
+    for i in range(tgt_len - 1, -1, -1):
+        betas[i] = beta
+        if i == 0:
+            break
+        # beta_{i-1}(j') = logsumexp_j T(i, j', j) + L(i, j) + beta_i(j), only inside each sentence
+        prev = _masked_lse(log_trans[:, i] + (lex[:, i] + beta)[:, None, :], dim=2)
+        beta = torch.where((i < lengths)[:, None], prev, beta)
+    beta = torch.stack(betas, dim=1)
+    log_z = torch.logsumexp(q.gather(1, (lengths - 1).clamp(min=0)[:, None, None].expand(-1, 1, src_len)).squeeze(1), -1)
+    post = (q + beta - log_z[:, None, None]).exp()
+    return post * tgt_mask[..., None]

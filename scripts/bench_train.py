@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Training throughput and peak memory of ``transformer`` vs ``transformer_dhmm`` at equal sizes.
+
+Each model trains N updates on the same batches (same data, sizes, optimizer and seed) in its own child
+process of this one invocation, so that peak memory (RSS on CPU, max allocated on CUDA) is per model; the
+script prints target tokens/s, peak memory and the ratio against the ``transformer`` baseline.
+
+    python scripts/bench_train.py                                  # embedded toy corpus, small model
+    python scripts/bench_train.py --data data-bin/multi30k --embed-dim 256 --layers 3 --max-tokens 3400 \\
+        --models transformer dhmm0 dhmm1 dhmm0:--lexicon-dtype=bf16 --updates 20
+
+A model spec is ``transformer``, ``dhmm0``, ``dhmm1`` or one of them followed by ``:`` and extra fairseq
+flags separated by commas (e.g. ``dhmm0:--lexicon-chunk-size=512``).
+"""
+import argparse
+import json
+import multiprocessing as mp
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+BASE_ARCH = {"transformer": ("transformer", "label_smoothed_cross_entropy", []),
+             "dhmm0": ("transformer_dhmm", "dhmm_label_smoothed_cross_entropy", ["--alignment-order", "0"]),
+             "dhmm1": ("transformer_dhmm", "dhmm_label_smoothed_cross_entropy", ["--alignment-order", "1"])}
+
+
+def model_flags(spec):
+    name, _, extra = spec.partition(":")
+    if name not in BASE_ARCH:
+        raise SystemExit(f"bench_train.py: unknown model '{name}' in --models (choose from {', '.join(BASE_ARCH)})")
+    arch, criterion, flags = BASE_ARCH[name]
+    extra_flags = [f for e in extra.split(",") if e for f in e.split("=", 1)]
+    return arch, criterion, flags + extra_flags
+
+
+def toy_data_bin(workdir):
+    """Generate and binarise the embedded toy corpus (examples/toy) into ``workdir``."""
+    raw, out = os.path.join(workdir, "raw"), os.path.join(workdir, "bin")
+    subprocess.run([sys.executable, os.path.join(ROOT, "examples", "toy", "generate.py"), "--out", raw], check=True)
+    subprocess.run([sys.executable, "-m", "fairseq_cli.preprocess", "--source-lang", "src", "--target-lang", "tgt",
+                    "--trainpref", f"{raw}/train", "--validpref", f"{raw}/valid", "--destdir", out,
+                    "--joined-dictionary", "--workers", "1"], check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    return out
+
+
+def run_one(spec, opts, queue):
+    import torch
+
+    import hmm_nmt  # noqa: F401  (registers the models)
+    from fairseq import options, tasks, utils
+
+    torch.set_num_threads(opts.threads)
+    arch, criterion, flags = model_flags(spec)
+    d, layers = str(opts.embed_dim), str(opts.layers)
+    argv = [opts.data, "--arch", arch, "--criterion", criterion, "--label-smoothing", "0.1",
+            "--encoder-embed-dim", d, "--decoder-embed-dim", d, "--encoder-ffn-embed-dim", str(4 * opts.embed_dim),
+            "--decoder-ffn-embed-dim", str(4 * opts.embed_dim), "--encoder-layers", layers, "--decoder-layers", layers,
+            "--encoder-attention-heads", str(opts.heads), "--decoder-attention-heads", str(opts.heads),
+            "--share-all-embeddings", "--dropout", "0.1", "--max-tokens", str(opts.max_tokens), "--seed", "1",
+            "--optimizer", "adam", "--lr", "0.0005"] + flags
+    if opts.device == "cpu":
+        argv.append("--cpu")
+    args = options.parse_args_and_arch(options.get_training_parser(), argv)
+    utils.set_torch_seed(1)
+    task = tasks.setup_task(args)
+    task.load_dataset("train")
+    model = task.build_model(args).to(opts.device)
+    crit = task.build_criterion(args)
+    optim = torch.optim.Adam(model.parameters(), lr=5e-4)
+    itr = task.get_batch_iterator(dataset=task.dataset("train"), max_tokens=opts.max_tokens,
+                                  max_positions=utils.resolve_max_positions(task.max_positions(), model.max_positions()),
+                                  seed=1).next_epoch_itr(shuffle=True)
+    batches = [utils.move_to_cuda(b) if opts.device == "cuda" else b for _, b in zip(range(opts.updates + opts.warmup), itr)]
+    if len(batches) < opts.updates + opts.warmup:
+        raise SystemExit(f"bench_train.py: only {len(batches)} batches in the training set; lower --updates")
+    model.train()
+    tokens, elapsed = 0, 0.0
+    for step, sample in enumerate(batches):
+        sync = torch.cuda.synchronize if opts.device == "cuda" else (lambda: None)
+        sync()
+        t0 = time.perf_counter()
+        loss, _, _ = crit(model, sample)
+        loss.backward()
+        optim.step()
+        optim.zero_grad(set_to_none=True)
+        sync()
+        if step >= opts.warmup:
+            elapsed += time.perf_counter() - t0
+            tokens += sample["ntokens"]
+    if opts.device == "cuda":
+        peak_mb = torch.cuda.max_memory_allocated() / 2 ** 20
+    else:
+        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    queue.put({"model": spec, "params": sum(p.numel() for p in model.parameters()),
+               "tok_per_s": tokens / elapsed, "sec_per_update": elapsed / opts.updates, "peak_mb": peak_mb})
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", help="fairseq data-bin directory (default: the embedded toy corpus)")
+    ap.add_argument("--models", nargs="+", default=["transformer", "dhmm0", "dhmm1"])
+    ap.add_argument("--updates", type=int, default=10, help="timed updates per model")
+    ap.add_argument("--warmup", type=int, default=2, help="untimed updates first")
+    ap.add_argument("--embed-dim", type=int, default=128)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--max-tokens", type=int, default=2000)
+    ap.add_argument("--threads", type=int, default=max(1, os.cpu_count() or 1))
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--json", help="also write the results to this JSON file")
+    opts = ap.parse_args(argv)
+    for spec in opts.models:
+        model_flags(spec)
+    if opts.data is not None and not os.path.isdir(opts.data):
+        ap.error(f"--data {opts.data}: no such directory")
+    with tempfile.TemporaryDirectory() as tmp:
+        if opts.data is None:
+            opts.data = toy_data_bin(tmp)
+        ctx = mp.get_context("spawn")
+        results = []
+        for spec in opts.models:
+            queue = ctx.Queue()
+            proc = ctx.Process(target=run_one, args=(spec, opts, queue))
+            proc.start()
+            proc.join()
+            if proc.exitcode != 0:
+                raise SystemExit(f"bench_train.py: {spec} failed (exit code {proc.exitcode})")
+            results.append(queue.get())
+            r = results[-1]
+            print(f"{spec:<40} {r['tok_per_s']:>10.0f} tok/s  {r['peak_mb']:>8.0f} MB peak  "
+                  f"{r['params'] / 1e6:>7.2f} M params", file=sys.stderr, flush=True)
+    base = next((r for r in results if r["model"] == "transformer"), results[0])
+    print(f"\n{'model':<40} {'tok/s':>10} {'ratio':>7} {'peak MB':>9} {'mem ratio':>9} {'params':>10}")
+    for r in results:
+        r["throughput_ratio"] = r["tok_per_s"] / base["tok_per_s"]
+        r["memory_ratio"] = r["peak_mb"] / base["peak_mb"]
+        print(f"{r['model']:<40} {r['tok_per_s']:>10.0f} {r['throughput_ratio']:>7.3f} {r['peak_mb']:>9.0f} "
+              f"{r['memory_ratio']:>9.2f} {r['params']:>10d}")
+    if opts.json:
+        with open(opts.json + ".tmp", "w") as f:
+            json.dump(results, f, indent=1)
+        os.replace(opts.json + ".tmp", opts.json)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+"""Helpers shared by the direct-HMM tests: tiny models built through fairseq's own argument parsing."""
+import torch
+
+import hmm_nmt  # noqa: F401  (registers the plugin)
+from fairseq import options
+from fairseq.data import Dictionary
+from fairseq.models import ARCH_MODEL_REGISTRY
+from fairseq.tasks.translation import TranslationTask
+
+
+def make_dict(n_words=9):
+    d = Dictionary()
+    for k in range(n_words):
+        d.add_symbol(f"w{k}")
+    return d
+
+
+def build(arch="transformer_dhmm", dictionary=None, dim=16, layers=2, heads=2, extra=()):
+    dictionary = dictionary or make_dict()
+    argv = ["/nonexistent", "--arch", arch, "--encoder-layers", str(layers), "--decoder-layers", str(layers),
+            "--encoder-embed-dim", str(dim), "--decoder-embed-dim", str(dim), "--encoder-ffn-embed-dim",
+            str(2 * dim), "--decoder-ffn-embed-dim", str(2 * dim), "--encoder-attention-heads", str(heads),
+            "--decoder-attention-heads", str(heads), "--dropout", "0.0"] + list(extra)
+    args = options.parse_args_and_arch(options.get_training_parser(), argv)
+    task = TranslationTask(args, dictionary, dictionary)
+    torch.manual_seed(0)
+    model = ARCH_MODEL_REGISTRY[arch].build_model(args, task)
+    return model, dictionary
+
+
+def batch(dictionary, seed=0):
+    """Two sentence pairs, left-padded source and right-padded target as fairseq makes them."""
+    pad, eos = dictionary.pad(), dictionary.eos()
+    w = [dictionary.index(f"w{k}") for k in range(9)]
+    src = torch.tensor([[w[0], w[1], w[2], w[3], eos], [pad, pad, w[4], w[5], eos]])
+    src_lengths = torch.tensor([5, 3])
+    target = torch.tensor([[w[6], w[7], w[8], w[1], eos], [w[2], w[3], eos, pad, pad]])
+    prev = torch.tensor([[eos, w[6], w[7], w[8], w[1]], [eos, w[2], w[3], pad, pad]])
+    return src, src_lengths, prev, target

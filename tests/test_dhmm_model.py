@@ -1,0 +1,186 @@
+"""transformer_dhmm: distributions, incremental decoding, criterion, posteriors, parameter count."""
+import pytest
+import torch
+from dhmm_testlib import batch, build, make_dict
+
+from fairseq.sequence_generator import SequenceGenerator
+from hmm_nmt.criterions.dhmm_label_smoothed_cross_entropy import dhmm_loss
+from hmm_nmt.hmm import direct
+
+ORDERS = [("transformer_dhmm", 0), ("transformer_dhmm_first_order", 1)]
+
+
+@pytest.fixture(scope="module", params=ORDERS, ids=["order0", "order1"])
+def model(request):
+    m, d = build(request.param[0])
+    m.eval()
+    assert m.decoder.alignment_order == request.param[1]
+    return m, d
+
+
+def test_mixture_is_a_distribution_and_padding_gets_no_alignment_mass(model):
+    m, d = model
+    src, lens, prev, _ = batch(d)
+    log_probs, extra = m(src, lens, prev)
+    torch.testing.assert_close(log_probs.exp().sum(-1), torch.ones(prev.shape))
+    attn = extra["attn"][0]
+    torch.testing.assert_close(attn.sum(-1), torch.ones(prev.shape))
+    assert attn[1, :, :2].abs().max() == 0.0  # the two left-pad positions of sentence 2
+    normalized = m.get_normalized_probs((log_probs, extra), log_probs=True)
+    torch.testing.assert_close(normalized, log_probs)
+
+
+def test_incremental_decoding_equals_full_forward_with_beam_reordering(model):
+    m, d = model
+    g = torch.Generator().manual_seed(3)
+    src, lens, _, _ = batch(d)
+    # beam of 2 per sentence: rows (s0, s0, s1, s1)
+    order = torch.tensor([0, 0, 1, 1])
+    enc = m.encoder(src[order], src_lengths=lens[order])
+    words = [d.index(f"w{k}") for k in range(9)]
+    hist = torch.full((4, 1), d.eos())
+    inc = {}
+    for step in range(5):
+        if step > 0:
+            # the beam keeps, per sentence, a shuffled choice of its hypotheses
+            new_order = torch.tensor([[1, 1], [0, 1], [1, 0]][step % 3] + [3, 2])
+            m.decoder.reorder_incremental_state_scripting(inc, new_order)
+            enc = m.encoder.reorder_encoder_out(enc, new_order)
+            hist = hist[new_order]
+            nxt = torch.tensor(words)[torch.randint(0, 9, (4, 1), generator=g)]
+            hist = torch.cat([hist, nxt], dim=1)
+        step_out, step_extra = m.decoder(hist, encoder_out=enc, incremental_state=inc)
+        full_out, full_extra = m.decoder(hist, encoder_out=enc)
+        torch.testing.assert_close(step_out[:, -1], full_out[:, -1], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(step_extra["attn"][0][:, -1], full_extra["attn"][0][:, -1], atol=1e-5, rtol=1e-5)
+
+
+def test_criterion_eps0_equals_nll_of_the_mixture(model):
+    m, d = model
+    src, lens, prev, target = batch(d)
+    log_probs, _ = m(src, lens, prev)
+    tgt_mask = target.ne(d.pad())
+    brute = -log_probs.gather(-1, target[..., None]).squeeze(-1)[tgt_mask].sum()
+    loss, nll = dhmm_loss(m, m(src, lens, prev, features_only=True), target, 0.0)
+    torch.testing.assert_close(loss, brute, atol=1e-4, rtol=1e-5)
+    torch.testing.assert_close(nll, brute, atol=1e-4, rtol=1e-5)
+
+
+def materialised_lexicon(m, x, extra):
+    src_feat, tgt_feat = m.decoder.lexicon_features(x, extra["encoder_out"])
+    hidden = torch.relu(src_feat[:, None] + tgt_feat[:, :, None])
+    return torch.log_softmax(m.decoder.output_projection(hidden), -1)  # (B, I, J, V)
+
+
+def test_label_smoothing_is_applied_to_the_lexicon_inside_the_sum(model):
+    m, d = model
+    src, lens, prev, target = batch(d)
+    eps = 0.1
+    x, extra = m(src, lens, prev, features_only=True)
+    lex = materialised_lexicon(m, x, extra)
+    gold = lex.gather(-1, target[:, :, None, None].expand(-1, -1, lex.size(2), 1)).squeeze(-1)
+    ls = (1 - eps) * gold + eps * lex.mean(-1)
+    tgt_mask = target.ne(d.pad())
+    align = m.decoder.alignment_potentials(extra, None)
+    expected = -direct.log_likelihood(ls, tgt_mask, **align).sum()
+    expected_nll = -direct.log_likelihood(gold, tgt_mask, **align).sum()
+    loss, nll = dhmm_loss(m, (x, extra), target, eps)
+    torch.testing.assert_close(loss, expected, atol=1e-4, rtol=1e-5)
+    torch.testing.assert_close(nll, expected_nll, atol=1e-4, rtol=1e-5)
+    assert loss > nll  # smoothing towards the uniform costs likelihood on a peaked model
+
+
+def test_chunked_equals_unchunked_values_and_gradients(model):
+    m, d = model
+    src, lens, prev, target = batch(d)
+    results = []
+    for chunk in (1, 3, 10 ** 6):
+        m.zero_grad()
+        m.decoder.lexicon_chunk_size = chunk
+        loss, _ = dhmm_loss(m, m(src, lens, prev, features_only=True), target, 0.1)
+        loss.backward()
+        results.append((loss.detach(), [p.grad.clone() for p in m.parameters() if p.grad is not None]))
+    m.decoder.lexicon_chunk_size = 1024
+    for loss, grads in results[1:]:
+        torch.testing.assert_close(loss, results[0][0])
+        for a, b in zip(grads, results[0][1]):
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+def test_gradcheck_float64_through_lexicon_and_dp():
+    for arch, _ in ORDERS:
+        m, d = build(arch, dim=4, layers=1, heads=1, extra=["--lexicon-chunk-size", "3"])
+        m = m.double().eval()
+        src, lens, prev, target = batch(d)
+        x, extra = m(src, lens, prev, features_only=True)
+        tgt_mask = target.ne(d.pad())
+        row_mask = m.decoder.lexicon_rows(extra, tgt_mask)
+        align = {k: v.detach() for k, v in m.decoder.alignment_potentials(extra, row_mask).items()}
+
+        def f(x, h):
+            gold, mean = m.decoder.lexicon_scores(x, dict(extra, encoder_out=h), target, row_mask)
+            return direct.log_likelihood(0.9 * gold + 0.1 * mean, tgt_mask, **align)
+
+        inputs = (x.detach().requires_grad_(), extra["encoder_out"].detach().requires_grad_())
+        assert torch.autograd.gradcheck(f, inputs)
+
+
+def test_beam_hypothesis_score_equals_forward_likelihood(model):
+    m, d = model
+    src, lens, _, _ = batch(d)
+    gen = SequenceGenerator([m], d, beam_size=3, max_len_b=6)
+    hypos = gen.generate([m], {"net_input": {"src_tokens": src, "src_lengths": lens}})
+    for b, hyps in enumerate(hypos):
+        for hyp in hyps:
+            tokens = hyp["tokens"]
+            prev = torch.cat([tokens.new_tensor([d.eos()]), tokens[:-1]])[None]
+            loss, _ = dhmm_loss(m, m(src[b:b + 1], lens[b:b + 1], prev, features_only=True), tokens[None], 0.0)
+            torch.testing.assert_close(-loss, hyp["positional_scores"].sum(), atol=1e-4, rtol=1e-5)
+
+
+def test_posteriors_autograd_equal_explicit(model):
+    m, d = model
+    src, lens, prev, target = batch(d)
+    auto = m.alignment_posteriors(src, lens, prev, target, method="autograd")
+    explicit = m.alignment_posteriors(src, lens, prev, target, method="explicit")
+    torch.testing.assert_close(auto, explicit, atol=1e-5, rtol=1e-5)
+    mask = target.ne(d.pad())
+    torch.testing.assert_close(auto.sum(-1), mask.float(), atol=1e-5, rtol=1e-5)
+    assert auto[1, :, :2].abs().max() < 1e-8
+
+
+def test_first_order_depends_on_the_predecessor():
+    m, d = build("transformer_dhmm_first_order")
+    m.eval()
+    src, lens, prev, _ = batch(d)
+    _, extra = m(src, lens, prev, features_only=True)
+    trans = extra["log_trans"][0].exp()  # (I, J', J), sentence without padding
+    # every pair of predecessors gives a different distribution over j
+    diffs = (trans[:, :, None, :] - trans[:, None, :, :]).abs().sum(-1)  # (I, J', J')
+    off_diag = ~torch.eye(trans.size(1), dtype=torch.bool)
+    assert diffs[:, off_diag].min() > 1e-3
+    # and the energy with a plain dot product over [h_j; h_j'] would not (the j' term cancels)
+    fo = m.decoder.first_order
+    h = extra["encoder_out"][:1]
+    s = extra["inner_states"][-2].transpose(0, 1)[:1]
+    w = torch.randn(h.size(-1), h.size(-1))
+    energy = (fo.q_proj(s) @ fo.k_proj(h).transpose(1, 2))[:, :, None, :] + (fo.q_proj(s) @ (h @ w).transpose(1, 2))[:, :, :, None]
+    plain = energy.log_softmax(-1)
+    assert (plain[:, :, 0] - plain[:, :, 1]).abs().max() < 1e-5
+
+
+def test_parameter_count_within_a_few_percent_of_transformer():
+    d = make_dict(32000)
+    sizes = ["--share-all-embeddings"]
+    base, _ = build("transformer", d, dim=512, layers=6, heads=8, extra=sizes + ["--encoder-ffn-embed-dim", "2048", "--decoder-ffn-embed-dim", "2048"])
+    dhmm, _ = build("transformer_dhmm", d, dim=512, layers=6, heads=8, extra=sizes + ["--encoder-ffn-embed-dim", "2048", "--decoder-ffn-embed-dim", "2048"])
+    n_base = sum(p.numel() for p in base.parameters())
+    n_dhmm = sum(p.numel() for p in dhmm.parameters())
+    assert 1.0 < n_dhmm / n_base < 1.05, (n_base, n_dhmm)
+
+
+def test_empty_source_sentence_is_refused():
+    m, d = build("transformer_dhmm")
+    src = torch.tensor([[d.index("w1"), d.eos()], [d.pad(), d.eos()]])
+    with pytest.raises(ValueError, match="empty source sentence"):
+        m.encoder(src, src_lengths=torch.tensor([2, 1]))

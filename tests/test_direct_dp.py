@@ -1,0 +1,134 @@
+"""The direct-HMM dynamic programme against brute force, torch-struct and an explicit backward pass."""
+import itertools
+import math
+
+import pytest
+import torch
+
+from hmm_nmt.hmm import direct
+
+
+def random_problem(bsz=3, tgt_len=4, src_len=3, seed=0, dtype=torch.float64):
+    """Random potentials with target and source padding; every sentence has its own lengths."""
+    g = torch.Generator().manual_seed(seed)
+    tgt_lens = torch.tensor([tgt_len, tgt_len - 1, max(1, tgt_len - 2)][:bsz])
+    src_lens = torch.tensor([src_len, src_len - 1, src_len][:bsz])
+    tgt_mask = torch.arange(tgt_len)[None] < tgt_lens[:, None]
+    src_pad = torch.arange(src_len)[None] >= src_lens[:, None]
+    lex = torch.randn(bsz, tgt_len, src_len, generator=g, dtype=dtype).log_softmax(-1) - 1.0
+    mask = lambda x: x.masked_fill(src_pad.view(bsz, *([1] * (x.dim() - 2)), src_len), direct.MASKED)  # noqa: E731
+    log_align = torch.log_softmax(mask(torch.randn(bsz, tgt_len, src_len, generator=g, dtype=dtype)), -1)
+    log_init = torch.log_softmax(mask(torch.randn(bsz, src_len, generator=g, dtype=dtype)), -1)
+    log_trans = torch.log_softmax(mask(torch.randn(bsz, tgt_len, src_len, src_len, generator=g, dtype=dtype)), -1)
+    return dict(lex=lex, tgt_mask=tgt_mask, src_pad=src_pad, tgt_lens=tgt_lens, src_lens=src_lens,
+                log_align=log_align, log_init=log_init, log_trans=log_trans)
+
+
+def brute_force(p, order):
+    """Sum over every alignment sequence b_1..b_I of the real positions of each sentence."""
+    out = []
+    for b in range(p["lex"].size(0)):
+        n_tgt, n_src = int(p["tgt_lens"][b]), int(p["src_lens"][b])
+        total = 0.0
+        for align in itertools.product(range(n_src), repeat=n_tgt):
+            lp = 0.0
+            for i, j in enumerate(align):
+                if order == 0:
+                    lp += p["log_align"][b, i, j].item()
+                elif i == 0:
+                    lp += p["log_init"][b, j].item()
+                else:
+                    lp += p["log_trans"][b, i, align[i - 1], j].item()
+                lp += p["lex"][b, i, j].item()
+            total += math.exp(lp)
+        out.append(math.log(total))
+    return torch.tensor(out, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_zero_order_equals_brute_force(seed):
+    p = random_problem(seed=seed)
+    ll = direct.zero_order_log_likelihood(p["log_align"], p["lex"], p["tgt_mask"])
+    torch.testing.assert_close(ll, brute_force(p, 0))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_first_order_equals_brute_force(seed):
+    p = random_problem(bsz=3, tgt_len=4, src_len=4, seed=seed)
+    ll = direct.first_order_log_likelihood(p["log_init"], p["log_trans"], p["lex"], p["tgt_mask"])
+    torch.testing.assert_close(ll, brute_force(p, 1))
+
+
+def test_first_order_equals_torch_struct_partition():
+    torch_struct = pytest.importorskip("torch_struct")
+    p = random_problem(bsz=3, tgt_len=5, src_len=4, seed=3)
+    bsz, tgt_len, src_len = p["lex"].shape
+    # torch-struct's edge potential phi(n, z_{n+1}, z_n) for n = 0..N-2
+    phi = p["log_trans"][:, 1:].transpose(-1, -2) + p["lex"][:, 1:, :, None]
+    phi[:, 0] = phi[:, 0] + (p["log_init"] + p["lex"][:, 0])[:, None, :]
+    # torch-struct needs every sentence to have >= 2 positions; our third has 3
+    crf = torch_struct.LinearChainCRF(phi, lengths=p["tgt_lens"])
+    ours = direct.first_order_log_likelihood(p["log_init"], p["log_trans"], p["lex"], p["tgt_mask"])
+    torch.testing.assert_close(ours, crf.partition)
+
+
+def test_padding_does_not_change_likelihood():
+    p = random_problem(bsz=3, tgt_len=5, src_len=4, seed=4)
+    for order in (0, 1):
+        full = direct.log_likelihood(p["lex"], p["tgt_mask"], **potentials(p, order))
+        for b in range(3):
+            n, m = int(p["tgt_lens"][b]), int(p["src_lens"][b])
+            q = {"lex": p["lex"][b:b + 1, :n, :m], "tgt_mask": p["tgt_mask"][b:b + 1, :n],
+                 "log_align": p["log_align"][b:b + 1, :n, :m], "log_init": p["log_init"][b:b + 1, :m],
+                 "log_trans": p["log_trans"][b:b + 1, :n, :m, :m]}
+            alone = direct.log_likelihood(q["lex"], q["tgt_mask"], **potentials(q, order))
+            torch.testing.assert_close(full[b:b + 1], alone)
+
+
+def potentials(p, order):
+    if order == 0:
+        return {"log_align": p["log_align"]}
+    return {"log_init": p["log_init"], "log_trans": p["log_trans"]}
+
+
+@pytest.mark.parametrize("order", [0, 1])
+def test_gradcheck(order):
+    p = random_problem(bsz=2, tgt_len=3, src_len=3, seed=5)
+    inputs = [p["lex"].clone().requires_grad_()] + [v.clone().requires_grad_() for v in potentials(p, order).values()]
+    names = list(potentials(p, order))
+
+    def f(lex, *pots):
+        return direct.log_likelihood(lex, p["tgt_mask"], **dict(zip(names, pots)))
+
+    assert torch.autograd.gradcheck(f, inputs)
+
+
+@pytest.mark.parametrize("order", [0, 1])
+def test_posteriors_autograd_equal_explicit_forward_backward(order):
+    p = random_problem(bsz=3, tgt_len=5, src_len=4, seed=6)
+    pots = potentials(p, order)
+    auto = direct.posteriors(p["lex"], p["tgt_mask"], **pots)
+    explicit = direct.forward_backward(p["lex"], p["tgt_mask"], **pots)
+    torch.testing.assert_close(auto, explicit)
+    sums = explicit.sum(-1)
+    torch.testing.assert_close(sums, p["tgt_mask"].to(sums.dtype))
+    # no posterior mass on source padding
+    assert explicit.masked_select(p["src_pad"][:, None, :].expand_as(explicit)).abs().max() < 1e-12
+
+
+def test_first_order_posterior_matches_brute_force_marginal():
+    p = random_problem(bsz=1, tgt_len=3, src_len=3, seed=7)
+    post = direct.forward_backward(p["lex"], p["tgt_mask"], **potentials(p, 1))[0]
+    marg = torch.zeros(3, 3, dtype=torch.float64)
+    for align in itertools.product(range(3), repeat=3):
+        lp = p["log_init"][0, align[0]] + sum(p["log_trans"][0, i, align[i - 1], align[i]] for i in (1, 2))
+        lp = lp + sum(p["lex"][0, i, align[i]] for i in range(3))
+        for i, j in enumerate(align):
+            marg[i, j] += lp.exp()
+    torch.testing.assert_close(post, marg / marg[0].sum())
+
+
+def test_long_sentence_stays_finite():
+    p = random_problem(bsz=2, tgt_len=200, src_len=30, seed=8, dtype=torch.float32)
+    ll = direct.first_order_log_likelihood(p["log_init"], p["log_trans"], p["lex"], p["tgt_mask"])
+    assert torch.isfinite(ll).all() and (ll < -200).all()

@@ -1,0 +1,74 @@
+"""Chunked lexicon kernels against the materialised reference."""
+import pytest
+import torch
+
+from hmm_nmt.hmm.lexicon import lexicon_scores, log_mixture, reference_lexicon_scores
+
+
+def problem(n=37, d=6, vocab=23, dtype=torch.float64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    hidden = torch.randn(n, d, generator=g, dtype=dtype)
+    weight = torch.randn(vocab, d, generator=g, dtype=dtype)
+    bias = torch.randn(vocab, generator=g, dtype=dtype)
+    target = torch.randint(0, vocab, (n,), generator=g)
+    return hidden, weight, bias, target
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 37, 1000])
+def test_chunked_equals_reference_values_and_gradients(chunk):
+    hidden, weight, bias, target = problem()
+    a, b = torch.randn(37, dtype=torch.float64), torch.randn(37, dtype=torch.float64)
+    leaves = [t.clone().requires_grad_() for t in (hidden, weight, bias)]
+    gold, mean = lexicon_scores(*leaves, target, chunk)
+    ((gold * a).sum() + (mean * b).sum()).backward()
+    ref_leaves = [t.clone().requires_grad_() for t in (hidden, weight, bias)]
+    rgold, rmean = reference_lexicon_scores(*ref_leaves, target)
+    ((rgold * a).sum() + (rmean * b).sum()).backward()
+    torch.testing.assert_close(gold, rgold)
+    torch.testing.assert_close(mean, rmean)
+    for x, y in zip(leaves, ref_leaves):
+        torch.testing.assert_close(x.grad, y.grad)
+
+
+def test_gradcheck_float64():
+    hidden, weight, bias, target = problem(n=7, d=3, vocab=5)
+    inputs = tuple(t.clone().requires_grad_() for t in (hidden, weight, bias))
+    assert torch.autograd.gradcheck(lambda h, w, b: lexicon_scores(h, w, b, target, 3), inputs)
+    assert torch.autograd.gradcheck(lambda h, w: lexicon_scores(h, w, None, target, 2), inputs[:2])
+
+
+def test_bf16_matmul_within_tolerance():
+    hidden, weight, bias, target = problem(n=64, d=32, vocab=500, dtype=torch.float32)
+    leaves = [t.clone().requires_grad_() for t in (hidden, weight, bias)]
+    gold, mean = lexicon_scores(*leaves, target, 16, torch.bfloat16)
+    (gold.sum() + 0.1 * mean.sum()).backward()
+    ref = [t.clone().requires_grad_() for t in (hidden, weight, bias)]
+    rgold, rmean = lexicon_scores(*ref, target, 16)
+    (rgold.sum() + 0.1 * rmean.sum()).backward()
+    assert gold.dtype == torch.float32
+    # bf16 has 8 bits of mantissa: logits of magnitude ~10 are off by ~0.05
+    torch.testing.assert_close(gold, rgold, atol=0.15, rtol=0.02)
+    torch.testing.assert_close(mean, rmean, atol=0.15, rtol=0.02)
+    for x, y in zip(leaves, ref):
+        rel = (x.grad - y.grad).norm() / y.grad.norm()
+        assert rel < 0.03, rel
+
+
+def test_log_mixture_equals_materialised_mixture():
+    g = torch.Generator().manual_seed(1)
+    bsz, tgt_len, src_len, d, vocab = 2, 3, 4, 5, 11
+    src_feat = torch.randn(bsz, src_len, d, generator=g, dtype=torch.float64)
+    tgt_feat = torch.randn(bsz, tgt_len, d, generator=g, dtype=torch.float64)
+    log_align = torch.randn(bsz, tgt_len, src_len, generator=g, dtype=torch.float64)
+    log_align[1, :, -1] = -1e9  # padding
+    log_align = log_align.log_softmax(-1)
+    weight = torch.randn(vocab, d, generator=g, dtype=torch.float64)
+    bias = torch.randn(vocab, generator=g, dtype=torch.float64)
+    hidden = torch.relu(src_feat[:, None] + tgt_feat[:, :, None])  # (B, I, J, d)
+    lex = torch.log_softmax(hidden @ weight.t() + bias, -1)
+    expected = torch.logsumexp(log_align[..., None] + lex, dim=2)
+    for chunk in (1, 4, 7, 1000):
+        out, logz = log_mixture(src_feat, tgt_feat, log_align, weight, bias, chunk, return_logz=True)
+        torch.testing.assert_close(out, expected)
+        torch.testing.assert_close(logz, torch.logsumexp(hidden @ weight.t() + bias, -1))
+    torch.testing.assert_close(out.exp().sum(-1), torch.ones(bsz, tgt_len, dtype=torch.float64))
