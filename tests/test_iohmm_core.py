@@ -1,11 +1,10 @@
 """IOHMM core (hmm_nmt.hmm.iohmm): oracles, posteriors, EM/GEM monotonicity, masks, constraints."""
 import itertools
-import math
 
 import pytest
 import torch
 
-from hmm_nmt.hmm import iohmm as I
+from hmm_nmt.hmm import iohmm
 
 torch.set_num_threads(1)
 D = torch.float64
@@ -69,14 +68,14 @@ def brute_force(log_phi, log_f, log_zeta0, lengths):
 @pytest.mark.parametrize("constrained", [False, True])
 def test_forward_backward_equals_brute_force(constrained):
     B, T, n = 3, 4, 3
-    graph = I.left_to_right_graph(n, 1) if constrained else None
+    graph = iohmm.left_to_right_graph(n, 1) if constrained else None
     log_phi, log_f, log_zeta0 = random_potentials(B, T, n, graph, seed=1)
     lengths = torch.tensor([4, 2, 1])
     mask = torch.arange(T)[None] < lengths[:, None]
     logL, zeta_hat, h, zeta0_hat, alpha, beta = brute_force(log_phi, log_f, log_zeta0, lengths)
-    post = I.posteriors(log_phi, log_f, log_zeta0, mask)
+    post = iohmm.posteriors(log_phi, log_f, log_zeta0, mask)
     torch.testing.assert_close(post.log_likelihood, logL)
-    torch.testing.assert_close(I.log_likelihood(log_phi, log_f, log_zeta0, mask), logL)
+    torch.testing.assert_close(iohmm.log_likelihood(log_phi, log_f, log_zeta0, mask), logL)
     torch.testing.assert_close(post.zeta_hat, zeta_hat)
     torch.testing.assert_close(post.h, h)
     torch.testing.assert_close(post.zeta0_hat, zeta0_hat)
@@ -98,8 +97,8 @@ def test_forward_equals_torch_struct_linear_chain():
     edge = log_phi + log_f.unsqueeze(-1)
     edge[:, 0] = edge[:, 0] + log_zeta0[None, None, :]
     crf = torch_struct.LinearChainCRF(edge, lengths=lengths + 1)
-    torch.testing.assert_close(I.log_likelihood(log_phi, log_f, log_zeta0, mask), crf.partition)
-    post = I.posteriors(log_phi, log_f, log_zeta0, mask)
+    torch.testing.assert_close(iohmm.log_likelihood(log_phi, log_f, log_zeta0, mask), crf.partition)
+    post = iohmm.posteriors(log_phi, log_f, log_zeta0, mask)
     torch.testing.assert_close(post.h, crf.marginals * mask[:, :, None, None])
 
 
@@ -110,8 +109,8 @@ def test_posteriors_are_gradients_of_log_likelihood():
     log_phi, log_f, log_zeta0 = random_potentials(B, T, n, graph, seed=3)
     mask = torch.arange(T)[None] < torch.tensor([6, 4, 2])[:, None]
     lp, lf, lz = (x.clone().requires_grad_() for x in (log_phi, log_f, log_zeta0.expand(B, n)))
-    I.log_likelihood(lp, lf, lz, mask).sum().backward()
-    post = I.posteriors(log_phi, log_f, log_zeta0, mask)
+    iohmm.log_likelihood(lp, lf, lz, mask).sum().backward()
+    post = iohmm.posteriors(log_phi, log_f, log_zeta0, mask)
     assert torch.isfinite(lp.grad).all() and torch.isfinite(lf.grad).all()
     torch.testing.assert_close(lp.grad, post.h)
     torch.testing.assert_close(lf.grad, post.zeta_hat)
@@ -132,9 +131,9 @@ class _LogLikelihood(torch.nn.Module):
 def test_gradcheck_float64_constrained_network():
     torch.manual_seed(4)
     n, d = 4, 3
-    graph = I.left_to_right_graph(n, 2)
-    wrapped = _LogLikelihood(I.IOHMM(I.StateNetworks(n, d, hidden_dim=2, graph=graph),
-                                     I.MultinomialOutputs(n, 3, input_dim=d), initial="learned")).double()
+    graph = iohmm.left_to_right_graph(n, 2)
+    wrapped = _LogLikelihood(iohmm.IOHMM(iohmm.StateNetworks(n, d, hidden_dim=2, graph=graph),
+                                     iohmm.MultinomialOutputs(n, 3, input_dim=d), initial="learned")).double()
     u = torch.randn(2, 5, d, dtype=D)
     y = torch.randint(0, 3, (2, 5))
     mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]).bool()
@@ -147,9 +146,9 @@ def test_gradcheck_float64_constrained_network():
 
     assert torch.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-6)
     # and on the raw potentials, with forbidden (-inf) transitions and padding
-    log_phi, log_f, log_zeta0 = random_potentials(2, 4, 3, I.left_to_right_graph(3, 1), seed=5)
+    log_phi, log_f, log_zeta0 = random_potentials(2, 4, 3, iohmm.left_to_right_graph(3, 1), seed=5)
     m = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]]).bool()
-    assert torch.autograd.gradcheck(lambda a, b, c: I.log_likelihood(a, b, c, m),
+    assert torch.autograd.gradcheck(lambda a, b, c: iohmm.log_likelihood(a, b, c, m),
                                     (log_phi.requires_grad_(), log_f.requires_grad_(), log_zeta0.requires_grad_()))
 
 
@@ -161,13 +160,13 @@ def test_padding_equals_unpadded_and_padding_content_is_ignored():
     # garbage (even NaN/inf) on padded steps must not leak into values or gradients
     lp = log_phi.masked_fill(~mask[:, :, None, None], float("nan")).requires_grad_()
     lf = log_f.masked_fill(~mask[:, :, None], float("inf")).requires_grad_()
-    ll = I.log_likelihood(lp, lf, log_zeta0, mask)
+    ll = iohmm.log_likelihood(lp, lf, log_zeta0, mask)
     ll.sum().backward()
     assert torch.isfinite(lp.grad).all() and torch.isfinite(lf.grad).all()
     assert (lp.grad[~mask] == 0).all() and (lf.grad[~mask] == 0).all()
-    post = I.posteriors(lp.detach(), lf.detach(), log_zeta0, mask)
+    post = iohmm.posteriors(lp.detach(), lf.detach(), log_zeta0, mask)
     for b, L in enumerate(lengths):
-        alone = I.posteriors(log_phi[b:b + 1, :L], log_f[b:b + 1, :L], log_zeta0)
+        alone = iohmm.posteriors(log_phi[b:b + 1, :L], log_f[b:b + 1, :L], log_zeta0)
         torch.testing.assert_close(ll[b:b + 1], alone.log_likelihood)
         torch.testing.assert_close(post.zeta_hat[b:b + 1, :L], alone.zeta_hat)
         torch.testing.assert_close(post.h[b:b + 1, :L], alone.h)
@@ -179,7 +178,7 @@ def test_internal_state_eq2_and_output_eq3():
     with a target only at the end the likelihood is P(y_T) = sum_i zeta_iT f(y_T; eta_iT)."""
     torch.manual_seed(7)
     n, d, C = 4, 3, 3
-    model = I.IOHMM(I.StateNetworks(n, d), I.MultinomialOutputs(n, C, input_dim=d), initial="learned").double()
+    model = iohmm.IOHMM(iohmm.StateNetworks(n, d), iohmm.MultinomialOutputs(n, C, input_dim=d), initial="learned").double()
     u = torch.randn(2, 5, d, dtype=D)
     zeta, eta = model.predict(u)
     log_phi = model.state_networks(u)
@@ -200,7 +199,7 @@ def test_internal_state_eq2_and_output_eq3():
 def test_gaussian_output_density():
     torch.manual_seed(8)
     n, d, r = 3, 2, 2
-    out = I.GaussianOutputs(n, r, input_dim=d).double()
+    out = iohmm.GaussianOutputs(n, r, input_dim=d).double()
     with torch.no_grad():
         out.log_sigma.uniform_(-0.5, 0.5)
     u = torch.randn(2, 4, d, dtype=D)
@@ -212,8 +211,8 @@ def test_gaussian_output_density():
 
 def _lookup_model(n, K, C, graph=None, initial="learned", seed=0):
     torch.manual_seed(seed)
-    return I.IOHMM(I.LookupStateNetworks(n, K, graph=graph),
-                   I.LookupMultinomialOutputs(n, C, K), initial=initial).double()
+    return iohmm.IOHMM(iohmm.LookupStateNetworks(n, K, graph=graph),
+                   iohmm.LookupMultinomialOutputs(n, C, K), initial=initial).double()
 
 
 def _symbol_data(B, T, K, C, seed):
@@ -230,14 +229,14 @@ def _symbol_data(B, T, K, C, seed):
 @pytest.mark.parametrize("graph", [None, "ltr"])
 def test_em_never_decreases_likelihood_and_maximises_q(graph):
     n, K, C = 4, 3, 3
-    g = I.left_to_right_graph(n, 1) if graph else None
+    g = iohmm.left_to_right_graph(n, 1) if graph else None
     model = _lookup_model(n, K, C, g, seed=9)
     u, y, mask, target_mask = _symbol_data(12, 7, K, C, seed=9)
     prev = None
     history = []
     for it in range(25):
         post = model.posteriors(u, y, target_mask, mask)
-        ll = I.em_step(model, u, y, target_mask, mask).sum()
+        ll = iohmm.em_step(model, u, y, target_mask, mask).sum()
         torch.testing.assert_close(ll, post.log_likelihood.sum())
         if prev is not None:
             assert ll >= prev - 1e-9, f"EM decreased the likelihood at iteration {it}: {prev} -> {ll}"
@@ -274,15 +273,15 @@ def test_em_transition_update_is_eq12():
             if mask[b, t]:
                 num[u[b, t]] += post.h[b, t]
     expected = num / num.sum(1, keepdim=True)
-    I.em_step(model, u, y, target_mask, mask)
+    iohmm.em_step(model, u, y, target_mask, mask)
     torch.testing.assert_close(model.state_networks.log_table().exp(), expected)
 
 
 def _mlp_model(n, d, graph=None, gaussian=False, seed=0):
     torch.manual_seed(seed)
-    out = I.GaussianOutputs(n, 2, input_dim=d, hidden_dim=3) if gaussian else \
-        I.MultinomialOutputs(n, 3, input_dim=d, hidden_dim=3)
-    return I.IOHMM(I.StateNetworks(n, d, hidden_dim=4, graph=graph), out, initial="learned").double()
+    out = iohmm.GaussianOutputs(n, 2, input_dim=d, hidden_dim=3) if gaussian else \
+        iohmm.MultinomialOutputs(n, 3, input_dim=d, hidden_dim=3)
+    return iohmm.IOHMM(iohmm.StateNetworks(n, d, hidden_dim=4, graph=graph), out, initial="learned").double()
 
 
 def _real_data(B, T, d, gaussian, seed):
@@ -298,7 +297,7 @@ def _real_data(B, T, d, gaussian, seed):
 @pytest.mark.parametrize("gaussian", [False, True])
 def test_autograd_gradient_equals_gem_gradient(gaussian):
     """Fisher's identity: at Theta = Theta_hat, dQ/dTheta (Eq. 13-14) = d log L / dTheta."""
-    model = _mlp_model(4, 3, I.left_to_right_graph(4, 2), gaussian, seed=11)
+    model = _mlp_model(4, 3, iohmm.left_to_right_graph(4, 2), gaussian, seed=11)
     u, y, mask, target_mask = _real_data(6, 7, 3, gaussian, seed=11)
     params = list(model.parameters())
     g_ll = torch.autograd.grad(model.log_likelihood(u, y, target_mask, mask).sum(), params)
@@ -311,10 +310,10 @@ def test_autograd_gradient_equals_gem_gradient(gaussian):
 
 @pytest.mark.parametrize("gaussian", [False, True])
 def test_gem_never_decreases_likelihood(gaussian):
-    graph = I.left_to_right_graph(4, 2)
+    graph = iohmm.left_to_right_graph(4, 2)
     model = _mlp_model(4, 3, graph, gaussian, seed=12)
     u, y, mask, target_mask = _real_data(8, 6, 3, gaussian, seed=12)
-    history = [float(I.gem_step(model, u, y, target_mask, mask, lr=0.5, inner_steps=3).sum()) for _ in range(15)]
+    history = [float(iohmm.gem_step(model, u, y, target_mask, mask, lr=0.5, inner_steps=3).sum()) for _ in range(15)]
     history.append(float(model.log_likelihood(u, y, target_mask, mask).sum()))
     for a, b in zip(history, history[1:]):
         assert b >= a - 1e-9, history
@@ -324,7 +323,7 @@ def test_gem_never_decreases_likelihood(gaussian):
 
 
 def test_gradient_training_respects_constrained_graph():
-    graph = I.left_to_right_graph(4, 1)
+    graph = iohmm.left_to_right_graph(4, 1)
     model = _mlp_model(4, 3, graph, seed=13).float()
     u, y, mask, target_mask = _real_data(8, 6, 3, False, seed=13)
     opt = torch.optim.Adam(model.parameters(), lr=0.05)
@@ -346,12 +345,12 @@ def test_long_sequences_do_not_underflow():
     B, T, n = 2, 1000, 3
     log_phi, log_f, log_zeta0 = random_potentials(B, T, n, seed=14)
     log_f = log_f * 10  # densities far from 1: the unscaled alpha would underflow in float32
-    ll64 = I.log_likelihood(log_phi, log_f, log_zeta0)
-    ll32 = I.log_likelihood(log_phi.float(), log_f.float(), log_zeta0.float())
+    ll64 = iohmm.log_likelihood(log_phi, log_f, log_zeta0)
+    ll32 = iohmm.log_likelihood(log_phi.float(), log_f.float(), log_zeta0.float())
     assert torch.isfinite(ll32).all() and ll64.abs().min() > 3e3
     torch.testing.assert_close(ll32.double(), ll64, rtol=1e-4, atol=0)
-    post = I.posteriors(log_phi.float(), log_f.float(), log_zeta0.float())
-    post64 = I.posteriors(log_phi, log_f, log_zeta0)
+    post = iohmm.posteriors(log_phi.float(), log_f.float(), log_zeta0.float())
+    post64 = iohmm.posteriors(log_phi, log_f, log_zeta0)
     torch.testing.assert_close(post64.zeta_hat.sum(-1), torch.ones(B, T, dtype=D))
     torch.testing.assert_close(post.zeta_hat.double(), post64.zeta_hat, atol=1e-3, rtol=0)
 
@@ -359,12 +358,12 @@ def test_long_sequences_do_not_underflow():
 def test_bad_inputs_raise_clear_errors():
     log_phi, log_f, log_zeta0 = random_potentials(2, 3, 3)
     with pytest.raises(ValueError, match="log_f must be"):
-        I.log_likelihood(log_phi, log_f[:, :2], log_zeta0)
+        iohmm.log_likelihood(log_phi, log_f[:, :2], log_zeta0)
     with pytest.raises(ValueError, match="mask must be"):
-        I.log_likelihood(log_phi, log_f, log_zeta0, torch.ones(2, 4, dtype=torch.bool))
+        iohmm.log_likelihood(log_phi, log_f, log_zeta0, torch.ones(2, 4, dtype=torch.bool))
     with pytest.raises(ValueError, match="log_zeta0"):
-        I.log_likelihood(log_phi, log_f, log_zeta0[:2])
+        iohmm.log_likelihood(log_phi, log_f, log_zeta0[:2])
     with pytest.raises(ValueError, match="successor"):
-        I.StateNetworks(3, 2, graph=torch.tensor([[1, 0, 0], [1, 0, 0], [0, 0, 0]]).bool())
+        iohmm.StateNetworks(3, 2, graph=torch.tensor([[1, 0, 0], [1, 0, 0], [0, 0, 0]]).bool())
     with pytest.raises(TypeError, match="lookup"):
-        I.em_step(_mlp_model(3, 2), torch.randn(1, 2, 2, dtype=D), torch.zeros(1, 2, dtype=torch.long))
+        iohmm.em_step(_mlp_model(3, 2), torch.randn(1, 2, 2, dtype=D), torch.zeros(1, 2, dtype=torch.long))

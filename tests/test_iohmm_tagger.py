@@ -6,7 +6,7 @@ import sys
 
 import pytest
 import torch
-from fairseq import options, tasks
+from fairseq import options
 from fairseq.data import Dictionary
 
 from conftest import ROOT, SHARED_DATA

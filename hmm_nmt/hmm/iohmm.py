@@ -265,7 +265,8 @@ def _graph_mask(n, graph):
     if g.shape != (n, n):
         raise ValueError(f"transition graph must be (n, n) = {(n, n)}, got {tuple(g.shape)}")
     if not g.any(0).all():
-        raise ValueError(f"every state needs a successor; states without one: {(~g.any(0)).nonzero().flatten().tolist()}")
+        orphans = (~g.any(0)).nonzero().flatten().tolist()
+        raise ValueError(f"every state needs a successor; states without one: {orphans}")
     return g
 
 
