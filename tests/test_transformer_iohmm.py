@@ -33,7 +33,7 @@ def build(chunk=2 ** 24, states=5, **over):
     argv = ["unused-data-dir", "--task", "translation", "--arch", "transformer_iohmm",
             "--user-dir", os.path.join(ROOT, "hmm_nmt")]
     for k, v in small.items():
-        argv += [f"--{k.replace('_', '-')}", str(v)]
+        argv += [f"--{k.replace('_', '-')}"] + ([] if v is True else [str(v)])
     args = options.parse_args_and_arch(options.get_training_parser(), argv)
     torch.manual_seed(0)
     model = TransformerIOHMMModel.build_model(args, FakeTask(9, 11)).double().eval()
@@ -78,6 +78,19 @@ def test_sentence_log_prob_is_the_iohmm_likelihood():
     log_f = log_eta.gather(-1, tgt.clamp(min=0)[:, :, None, None].expand(B, T, dec.n_states, 1)).squeeze(-1)
     ref = iohmm.log_likelihood(log_phi, log_f, dec.log_zeta0(), mask)
     torch.testing.assert_close(sent, ref)
+
+
+def test_tied_embeddings_and_constrained_graph():
+    model = build(share_decoder_input_output_embed=True, iohmm_graph="left-to-right")
+    dec = model.decoder
+    assert dec.output_embed is None and dec._out_weight() is dec.embed_tokens.weight
+    src, src_len, prev, tgt, _ = batch(model)
+    lprobs, extra = model(src, src_len, prev)
+    torch.testing.assert_close(lprobs.exp().sum(-1), torch.ones_like(lprobs[..., 0]))
+    u, _ = dec.inputs(prev, model.encoder(src, src_len))
+    phi = dec.state_networks(u).exp()
+    allowed = dec.state_networks.allowed
+    assert (phi[..., ~allowed] == 0).all() and (~allowed).any()
 
 
 def test_chunking_does_not_change_values_or_gradients():
