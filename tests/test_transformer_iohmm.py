@@ -140,12 +140,18 @@ def _run(args, cwd):
     return proc.stdout + proc.stderr
 
 
-def test_cli_train_and_generate_toy_corpus(tmp_path):
+def test_cli_train_and_generate_toy_corpus(tmp_path, monkeypatch):
     """fairseq-preprocess / fairseq-train --user-dir hmm_nmt / fairseq-generate (stock beam search)."""
+    from fairseq_cli import preprocess
+
     subprocess.run([sys.executable, os.path.join(ROOT, "examples", "toy", "generate.py"), "--out", str(tmp_path / "raw"),
                     "--train", "400", "--valid", "40", "--test", "25"], check=True, capture_output=True)
-    _run(["fairseq_cli.preprocess", "--source-lang", "src", "--target-lang", "tgt", "--trainpref", "raw/train",
-          "--validpref", "raw/valid", "--testpref", "raw/test", "--destdir", "bin", "--workers", "1"], tmp_path)
+    # fairseq-preprocess's entry point in-process (saves an interpreter start); train/generate as subprocesses
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt",
+                                      "--trainpref", "raw/train", "--validpref", "raw/valid", "--testpref", "raw/test",
+                                      "--destdir", "bin", "--workers", "1"])
+    preprocess.cli_main()
     user_dir = os.path.join(ROOT, "hmm_nmt")
     log = _run(["fairseq_cli.train", "bin", "--user-dir", user_dir, "--arch", "transformer_iohmm",
                 "--encoder-layers", "1", "--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",
