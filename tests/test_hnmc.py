@@ -166,3 +166,20 @@ def test_forward_step_equals_forward_only():
     for t in range(6):
         a = layer.step(y[:, t], a)
         torch.testing.assert_close(a, full[:, t])
+
+
+def test_exp_fast_forward_equals_generic_chain():
+    """With the exp activation the potentials factorise; the matmul forward equals the generic DP."""
+    torch.manual_seed(5)
+    layer = HNMCLayer(5, 6, "exp").double()
+    with torch.no_grad():
+        layer.weight_prev.mul_(30)  # far apart transition weights: the shifts must keep it exact
+    y = torch.randn(3, 40, 5, dtype=DT) * 10
+    mask = efb.lengths_to_mask(torch.tensor([40, 17, 1]), 40)
+    fast = layer.forward_only(y, mask)
+    generic = efb.chain_forward(layer.log_potentials(y), None, mask)[0]
+    torch.testing.assert_close(fast, generic, atol=1e-9, rtol=0)
+    a = layer.initial_log_alpha(3, y)
+    for t in range(5):
+        a = layer.step(y[:, t], a)
+        torch.testing.assert_close(a[:2], generic[:2, t], atol=1e-9, rtol=0)  # rows long enough

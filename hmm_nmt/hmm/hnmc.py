@@ -65,13 +65,43 @@ class HNMCLayer(nn.Module):
 
     def forward_only(self, y, mask=None, log_alpha0=None):
         """Normalised log entropic forward (B, T, N): the state given the observations up to t only."""
-        return chain_forward(self.log_potentials(y), log_alpha0, mask)[0]
+        if self.activation != "exp":
+            return chain_forward(self.log_potentials(y), log_alpha0, mask)[0]
+        # exp activation: G_t(j, i) = exp(W y_t + c)_i exp(U_ij) factorises (an HMM with transition
+        # weights exp(U)), so each step is one (B, N) x (N, N) product, no (B, T, N, N) tensor
+        B, T, _ = y.shape
+        a = self.initial_log_alpha(B, y) if log_alpha0 is None else log_alpha0.expand(B, self.num_states)
+        obs = F.linear(y, self.weight_y, self.bias).unbind(1)
+        trans, shift = self._transition()
+        out = []
+        for t in range(T):
+            new = self._exp_step(obs[t], a, trans, shift)
+            a = new if mask is None else torch.where(mask[:, t].unsqueeze(-1), new, a)
+            out.append(a)
+        return torch.stack(out, dim=1)
+
+    def _transition(self):
+        u = self.weight_prev.t()  # [j, i]
+        shift = u.max(dim=1).values  # per source state j
+        return torch.exp(u - shift.unsqueeze(1)), shift
+
+    @staticmethod
+    def _exp_step(obs_t, log_alpha_prev, trans, shift):
+        # log sum_j alpha(j) exp(U_ji), each row of trans has maximum 1 and the largest weight is 1, so the
+        # sum is >= 1 for some i and nothing underflows as a whole
+        w = log_alpha_prev + shift
+        c = w.max(dim=-1, keepdim=True).values
+        s = torch.log(torch.matmul(torch.exp(w - c), trans).clamp(min=torch.finfo(w.dtype).tiny)) + c + obs_t
+        return s - torch.logsumexp(s, dim=-1, keepdim=True)
 
     def initial_log_alpha(self, batch_size, like):
         return like.new_full((batch_size, self.num_states), -math.log(self.num_states))
 
     def step(self, y_t, log_alpha_prev):
         """One forward step: y_t (B, D), previous normalised log alpha (B, N) -> new one (B, N)."""
+        if self.activation == "exp":
+            trans, shift = self._transition()
+            return self._exp_step(F.linear(y_t, self.weight_y, self.bias), log_alpha_prev, trans, shift)
         log_G = self.log_potentials(y_t.unsqueeze(1))[:, 0]
         s = torch.logsumexp(log_alpha_prev.unsqueeze(-1) + log_G, dim=1)
         return s - torch.logsumexp(s, dim=-1, keepdim=True)
