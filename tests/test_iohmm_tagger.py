@@ -120,6 +120,7 @@ def conll_sample(path, n_sentences, skip=0):
     return path
 
 
+@pytest.mark.slow
 def test_cli_trains_iohmm_tagger_and_tags_a_file(tmp_path):
     """fairseq-train --task sequence_tagging --arch iohmm_tagger --criterion iohmm_tagging, then scripts/tag.py."""
     train = conll_sample(str(tmp_path / "train.txt"), 150)

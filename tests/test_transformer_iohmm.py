@@ -3,6 +3,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 
 import hmm_nmt  # noqa: F401  (registers the model)
@@ -140,6 +141,7 @@ def _run(args, cwd):
     return proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_cli_train_and_generate_toy_corpus(tmp_path, monkeypatch):
     """fairseq-preprocess / fairseq-train --user-dir hmm_nmt / fairseq-generate (stock beam search)."""
     from fairseq_cli import preprocess
