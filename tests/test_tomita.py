@@ -61,7 +61,8 @@ def test_bank_classifies_extracts_and_keeps_trials_independent():
     assert tomita.extract_dfa(bank, 1, 0.99) is None
 
 
-def test_em_training_of_the_bank_increases_the_likelihood():
+@pytest.mark.parametrize("algorithm,lr", [("em", 0.0), ("gem", 0.5), ("gradient", 0.05)])
+def test_training_the_bank_increases_the_likelihood(algorithm, lr):
     train, _, _ = tomita.datasets(1)
     bank = tomita.build_bank(2, 3, seed=5)
     u, u_out, mask, last = tomita.encode([s for s, _ in train], 3)
@@ -69,7 +70,7 @@ def test_em_training_of_the_bank_increases_the_likelihood():
     tm = torch.zeros_like(mask)
     tm[torch.arange(len(last)), last] = True
     before = bank.log_likelihood(u, y, tm, mask, u_out).view(3, -1).sum(1)
-    tomita.train_bank(bank, train, 3, max_iter=30, tol=0)
+    tomita.train_bank(bank, train, 3, algorithm=algorithm, max_iter=30, tol=0, lr=lr)
     after = bank.log_likelihood(u, y, tm, mask, u_out).view(3, -1).sum(1)
     assert (after > before).all()
 

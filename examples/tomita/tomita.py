@@ -22,18 +22,19 @@ Bernoulli outputs), or GEM / plain likelihood gradient (``--algorithm``).
 
 Protocol (the paper's): for every grammar and model size ``n``, 20 trials from different random
 initialisations; a trial *converged* when it labels every training string correctly; ``n*`` is chosen
-by the accuracy on 20 random held-out strings of length <= 12 (mean over the trials of that size); at
+by the accuracy on 20 random held-out strings of length <= 12 (among the sizes with a converged trial,
+the best mean over the converged trials; ties: more converged trials, then the smaller size); at
 ``n*`` the table reports the fraction of converged trials and the average / worst / best accuracy of the
 converged trials on all 2^13 - 1 binary strings of length <= 12.  Trained models whose transition
 probabilities are all near 0/1 (``--extract-threshold``) are turned into DFAs, minimised, and compared
 with the grammar's minimal DFA by an exact equivalence check.
 
-Tomita's original training sets are not reproduced here; each grammar's training set is drawn (with
-``--data-seed``) from the strings of length <= ``--train-max-len``: ``--n-pos`` accepted and ``--n-neg``
-rejected strings (fewer when the language has fewer), lengths first drawn uniformly, so short strings
-are well represented.  All trials of one (grammar, size) run at once as one batch: the trial index is
-folded into the input symbol (trial ``r`` reads symbols ``3r .. 3r + 2``) and addresses its own output
-table, so the trials are independent models trained by the same vectorised forward-backward.
+Tomita's original training sets are not reproduced here; each grammar's training set (``--data-seed``)
+holds every string of length <= ``--short-len`` plus ``--n-pos`` accepted and ``--n-neg`` rejected
+longer strings of length <= ``--train-max-len`` (fewer when the language has fewer), lengths first drawn
+uniformly.  All trials of one (grammar, size) run at once as one batch: the trial index is folded into
+the input symbol (trial ``r`` reads symbols ``3r .. 3r + 2``) and addresses its own output table, so the
+trials are independent models trained by the same vectorised forward-backward.
 
     python examples/tomita/tomita.py --workers 2 --out tomita.json
 """
@@ -241,7 +242,7 @@ def train_bank(model, train, R, algorithm="em", max_iter=300, tol=1e-6, lr=0.5):
     target_mask = torch.zeros_like(mask)
     target_mask[torch.arange(len(last)), last] = True  # a target only at the end of the string
     prev = None
-    opt = torch.optim.Adam(model.parameters(), lr=lr * 0.1) if algorithm == "gradient" else None
+    opt = torch.optim.Adam(model.parameters(), lr=lr) if algorithm == "gradient" else None
     it = 0
     for it in range(1, max_iter + 1):
         if algorithm == "em":
@@ -386,7 +387,7 @@ def main(argv=None):
     ap.add_argument("--algorithm", choices=["em", "gem", "gradient"], default="em")
     ap.add_argument("--max-iter", type=int, default=1000, help="EM/GEM iterations at most")
     ap.add_argument("--tol", type=float, default=1e-6, help="stop when no trial's log-likelihood moves more")
-    ap.add_argument("--lr", type=float, default=0.5, help="GEM step / gradient learning rate")
+    ap.add_argument("--lr", type=float, default=0.5, help="GEM initial step / Adam learning rate (gradient)")
     ap.add_argument("--init-scale", type=float, default=1.0, help="std of the random initial logits")
     ap.add_argument("--n-pos", type=int, default=10, help="random accepted training strings (beyond the short ones)")
     ap.add_argument("--n-neg", type=int, default=10, help="random rejected training strings (beyond the short ones)")
