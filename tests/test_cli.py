@@ -61,7 +61,7 @@ def test_training_lowers_validation_loss(trained):
 def test_generate_loads_checkpoint_and_prints_alignments(trained, toy):
     _, save, _ = trained
     proc = fairseq("generate", str(toy / "bin"), "--user-dir", USER_DIR, "--path", str(save / "checkpoint_best.pt"),
-                   "--beam", "5", "--batch-size", "16", "--print-alignment")
+                   "--beam", "5", "--batch-size", "16", "--required-batch-size-multiple", "1", "--print-alignment")
     hyps = re.findall(r"^H-(\d+)\t", proc.stdout, re.M)
     aligns = re.findall(r"^A-(\d+)\t(.*)$", proc.stdout, re.M)
     assert len(hyps) == 40 and len(aligns) == 40
@@ -120,5 +120,5 @@ def test_train_and_generate_with_topk_and_bf16(toy, order):
     masses = [float(x) for x in re.findall(r"valid on 'valid' subset .*\| align_mass ([\d.]+)", proc.stderr + proc.stdout)]
     assert len(masses) == 2 and all(0 < m <= 1 for m in masses), masses
     gen = fairseq("generate", str(toy / "bin"), "--user-dir", USER_DIR, "--path", str(save / "checkpoint_last.pt"),
-                  "--beam", "5", "--batch-size", "16", "--print-alignment")
+                  "--beam", "5", "--batch-size", "16", "--required-batch-size-multiple", "1", "--print-alignment")
     assert len(re.findall(r"^H-\d+\t", gen.stdout, re.M)) == 40

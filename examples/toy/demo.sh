@@ -37,7 +37,7 @@ fairseq-train "$OUT/data-bin" --user-dir "$ROOT/hmm_nmt" --arch transformer_dhmm
 
 echo "== 4/5 fairseq-generate (beam 5) on the test set"
 fairseq-generate "$OUT/data-bin" --user-dir "$ROOT/hmm_nmt" --path "$OUT/checkpoints/checkpoint_last.pt" \
-  --beam 5 --batch-size 64 --print-alignment > "$OUT/generate.out" 2> "$OUT/generate.log"
+  --beam 5 --batch-size 64 --required-batch-size-multiple 1 --print-alignment > "$OUT/generate.out" 2> "$OUT/generate.log"
 grep '^H-' "$OUT/generate.out" | sort -t- -k2 -n | cut -f3 > "$OUT/test.hyp"
 grep '^T-' "$OUT/generate.out" | sort -t- -k2 -n | cut -f2 > "$OUT/test.ref"
 
