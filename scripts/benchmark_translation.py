@@ -263,14 +263,15 @@ def score(hyps, refs):
 # ----------------------------------------------------------------------------- checkpoints
 def average_checkpoints(paths, out_path):
     """Parameter average of fairseq checkpoints (what fairseq's scripts/average_checkpoints.py does)."""
-    sys.path.insert(0, REPO)
-    import hmm_nmt  # noqa: F401  (allow-lists fairseq checkpoint contents for torch.load)
     import torch
-    from fairseq import checkpoint_utils
 
     avg, first = None, None
     for p in paths:
-        state = checkpoint_utils.load_checkpoint_to_cpu(p)
+        # plain torch.load, as fairseq's script does, so that the saved cfg stays a plain dict that the
+        # weights_only loader of fairseq-generate accepts (fairseq's load_checkpoint_to_cpu would turn it into a
+        # DictConfig).  weights_only=False: these are the checkpoints this benchmark has just trained itself,
+        # and it spares importing fairseq (whose classes hmm_nmt.checkpoint_compat allow-lists) for this step.
+        state = torch.load(p, map_location="cpu", weights_only=False)
         if first is None:
             first = state
             avg = {k: v.clone().double() if v.is_floating_point() else v.clone() for k, v in state["model"].items()}
