@@ -91,7 +91,7 @@ def test_cli_preprocess_train_generate_toy(tmp_path):
                "--encoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2", "--decoder-embed-dim", "32",
                "--decoder-attention-heads", "2", "--hnmc-states", "32", "--hnmc-activation", "exp",
                "--share-decoder-input-output-embed", "--criterion", "label_smoothed_cross_entropy",
-               "--label-smoothing", "0.1", "--optimizer", "adam", "--lr", "0.005", "--max-tokens", "2000",
+               "--label-smoothing", "0.1", "--optimizer", "adam", "--lr", "0.005", "--max-tokens", "400",
                "--max-epoch", "4", "--save-dir", str(ckpt), "--no-epoch-checkpoints", "--num-workers", "0",
                "--log-format", "simple", "--seed", "1"], tmp_path)
     losses = [float(x) for x in re.findall(r"valid on 'valid' subset \| loss ([0-9.]+)", log)]
@@ -102,4 +102,10 @@ def test_cli_preprocess_train_generate_toy(tmp_path):
     hyps = [line for line in out.splitlines() if line.startswith("H-")]
     assert len(hyps) == 40
     assert all(len(h.split("\t")) == 3 and h.split("\t")[2].strip() for h in hyps)  # non-empty hypotheses
-    assert re.search(r"BLEU4? = [0-9.]+", out)
+    m = re.search(r"BLEU4? = ([0-9.]+).*ratio=([0-9.]+)", out)
+    bleu, ratio = float(m.group(1)), float(m.group(2))
+    texts = [h.split("\t")[2] for h in hyps]
+    print("toy BLEU", bleu, "length ratio", ratio, "distinct", len(set(texts)), "valid losses", losses)
+    # after this tiny budget the model is far from good (docs/hnmc.md has a real run), but it must already
+    # read the source (a decoder ignoring it gives the same hypothesis for every sentence) and stop (EOS)
+    assert len(set(texts)) >= 30 and 0.5 < ratio < 2.0 and bleu > 1.0, (bleu, ratio, texts[:5])
