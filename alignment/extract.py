@@ -129,7 +129,10 @@ def load_model(path: str, data: str, cpu: bool = False):
     try:
         models, _, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides={"data": data})
     except Exception as e:  # corrupt file, dictionary of another size, unknown architecture, ...
-        raise ExtractionError(f"cannot load checkpoint {path} with data {data}: {type(e).__name__}: {e}") from None
+        detail = " ".join(str(e).split())  # one line, even for a multi-line state_dict mismatch
+        if len(detail) > 400:
+            detail = detail[:400] + " ..."
+        raise ExtractionError(f"cannot load checkpoint {path} with data {data}: {type(e).__name__}: {detail}") from None
     model = models[0]
     device = "cuda" if torch.cuda.is_available() and not cpu else "cpu"
     model.to(device).float().eval()
@@ -257,7 +260,11 @@ def extract_matrices(model, task, subset: str, ids: Optional[Sequence[int]] = No
         return
     keep = np.asarray(keep, dtype=np.int64)
     order = keep[np.lexsort((dataset.tgt_sizes[keep], dataset.src_sizes[keep]))]
-    batches = dataset.batch_by_size(order, max_tokens=max_tokens, max_sentences=batch_size)
+    # required_batch_size_multiple must stay 1: ve-fairseq 0.12.3's batch_by_size drops the last batch when
+    # its size is not a multiple (fairseq-generate's default of 8 silently skips up to 7 sentences)
+    batches = dataset.batch_by_size(order, max_tokens=max_tokens, max_sentences=batch_size,
+                                    required_batch_size_multiple=1)
+    assert sum(len(b) for b in batches) == len(keep), "batching lost sentences"
     src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
     pad = src_dict.pad()
     device = next(model.parameters()).device
