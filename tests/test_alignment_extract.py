@@ -124,12 +124,12 @@ def model(toy):
     _MODELS.clear()
 
 
-def extract(toy, ckpt, method, *extra, name=None, subprocess=True):
+def extract(toy, ckpt, method, *extra, name=None, cli=True):
     """hmm-nmt-align as a subprocess (the real command line), or its ``main`` in this process (faster)."""
     out = toy["work"] / (name or f"{os.path.basename(os.path.dirname(ckpt))}.{method}.align")
     args = ["--path", str(ckpt), "--data", str(toy["bin"]), "--subset", "test", "--method", method, *extra,
             "-o", str(out)]
-    if subprocess:
+    if cli:
         proc = align_cli(*args)
         assert "Traceback" not in proc.stderr
     else:
@@ -161,7 +161,7 @@ def test_dhmm_alignment_and_posterior_beat_random(toy, model, name):
     scores = {}
     for method in ("alignment", "posterior"):
         # the real command line for one method per order (alignment for order 0, posterior for order 1)
-        _, hyp = extract(toy, ckpt, method, subprocess=(method == "alignment") == (name == "dhmm0"))
+        _, hyp = extract(toy, ckpt, method, cli=(method == "alignment") == (name == "dhmm0"))
         # default: the argmax is over real source words, so every target word has exactly one link
         for h, n_tgt in zip(hyp, toy["tgt_lens"]):
             assert sorted(j for _, j in h.links) == list(range(n_tgt))
@@ -177,7 +177,7 @@ def test_alignment_equals_fairseq_score_reference(toy, model, name):
     """Our batching, padding removal, EOS handling and corpus order against fairseq's own scorer."""
     ckpt = model(name)
     out, hyp = extract(toy, ckpt, "alignment", "--batch-size", "7", name=f"{name}.b7.align",
-                       subprocess=False)
+                       cli=False)
     ref = score_reference_links(toy, ckpt)
     assert [set(h.links) for h in hyp] == [ref[k] for k in range(N_TEST)]
 
@@ -185,9 +185,9 @@ def test_alignment_equals_fairseq_score_reference(toy, model, name):
 def test_attention_baseline(toy, model):
     ckpt = model("transformer")
     _, default = extract(toy, ckpt, "attention")
-    _, both = extract(toy, ckpt, "attention", "--layers", "1,2", name="t.12.align", subprocess=False)
+    _, both = extract(toy, ckpt, "attention", "--layers", "1,2", name="t.12.align", cli=False)
     assert [h.links for h in default] == [h.links for h in both]  # default = the last two layers
-    _, last = extract(toy, ckpt, "attention", "--layers", "2", name="t.2.align", subprocess=False)
+    _, last = extract(toy, ckpt, "attention", "--layers", "2", name="t.2.align", cli=False)
     assert [h.links for h in last] != [h.links for h in default]  # the layer choice matters
     value = aer(toy["gold"], default)
     assert value < toy["random"] - 8, (value, toy["random"])
@@ -377,7 +377,7 @@ def test_align_bidirectional_script(toy, model):
     f, r, s = (read_pharaoh(str(out / n), **lens) for n in ("fwd.align", "rev.align", "grow-diag.align"))
     # fwd is exactly hmm-nmt-align's output for the forward model
     assert (out / "fwd.align").read_text() == extract(toy, fwd, "posterior", name="bidir.fwd.ref",
-                                                         subprocess=False)[0].read_text()
+                                                         cli=False)[0].read_text()
     # rev is source-target: every *source* word has exactly one link (the reverse model aligns each of them)
     assert all(sorted(i for i, _ in a.links) == list(range(n)) for a, n in zip(r, toy["src_lens"]))
     # the merged file is our grow-diag of the two, and the printed AERs are the files' AERs
