@@ -25,7 +25,7 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=7", "torch-struct"],
-        "baselines": ["eflomal", "systran-align"],
+        "baselines": ["eflomal>=2.0", "systran-align>=3.5"],
     },
     entry_points={
         "console_scripts": [

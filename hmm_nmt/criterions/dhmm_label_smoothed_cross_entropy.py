@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from fairseq.criterions import register_criterion
+from fairseq.logging import metrics
 from fairseq.criterions.label_smoothed_cross_entropy import (
     LabelSmoothedCrossEntropyCriterion,
     LabelSmoothedCrossEntropyCriterionConfig,
@@ -26,11 +27,19 @@ class DHMMLabelSmoothedCrossEntropyConfig(LabelSmoothedCrossEntropyCriterionConf
     pass
 
 
-def dhmm_loss(model, net_output, target, eps):
-    """(smoothed loss, exact nll, kept alignment mass or None), summed over the batch."""
+def dhmm_loss(model, net_output, target, eps, return_mass=False):
+    """(smoothed loss, exact nll) summed over the batch, and the kept alignment mass with ``return_mass``.
+
+    With ``--lexicon-topk`` the likelihood is restricted to the kept alignment positions (a lower bound);
+    the kept mass is the predicted alignment probability of the kept positions summed over target tokens.
+    """
     decoder = model.decoder
     x, extra = net_output
     tgt_mask = target.ne(decoder.padding_idx)
+    if decoder.lexicon_topk and decoder.first_order is not None:
+        ll, ll_gold, mass = decoder.pruned_first_order_loss(x, extra, target, eps)
+        loss, nll = -ll.sum(), -ll_gold.detach().sum()
+        return (loss, nll, mass.sum()) if return_mass else (loss, nll)
     row_mask = decoder.lexicon_rows(extra, tgt_mask)
     gold, mean = decoder.lexicon_scores(x, extra, target, row_mask)
     align = decoder.alignment_potentials(extra, row_mask)
@@ -42,7 +51,13 @@ def dhmm_loss(model, net_output, target, eps):
     else:
         loss = -direct.log_likelihood(gold, tgt_mask, **align).sum()
         nll = loss.detach()
-    return loss, nll
+    if not return_mass:
+        return loss, nll
+    if "log_align" in align:
+        mass = (align["log_align"].detach().exp() * row_mask).sum()
+    else:
+        mass = tgt_mask.sum().to(loss.dtype)
+    return loss, nll, mass
 
 
 @register_criterion("dhmm_label_smoothed_cross_entropy", dataclass=DHMMLabelSmoothedCrossEntropyConfig)
@@ -61,7 +76,7 @@ class DHMMLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion)
             raise ValueError("dhmm_label_smoothed_cross_entropy needs a transformer_dhmm model "
                              f"(got {type(model).__name__}); use label_smoothed_cross_entropy instead")
         net_output = model(**sample["net_input"], features_only=True)
-        loss, nll = dhmm_loss(model, net_output, sample["target"], self.eps)
+        loss, nll, mass = dhmm_loss(model, net_output, sample["target"], self.eps, return_mass=True)
         sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
         logging_output = {
             "loss": loss.data,
@@ -70,4 +85,15 @@ class DHMMLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion)
             "nsentences": sample["target"].size(0),
             "sample_size": sample_size,
         }
+        if model.decoder.lexicon_topk:
+            logging_output["align_mass"] = mass.data
         return loss, sample_size, logging_output
+
+    @classmethod
+    def reduce_metrics(cls, logging_outputs) -> None:
+        super().reduce_metrics(logging_outputs)
+        if any("align_mass" in log for log in logging_outputs):
+            ntokens = sum(log.get("ntokens", 0) for log in logging_outputs)
+            mass = sum(log.get("align_mass", 0) for log in logging_outputs)
+            # average predicted alignment probability kept by --lexicon-topk, per target token
+            metrics.log_scalar("align_mass", mass / max(ntokens, 1), ntokens, round=4)

@@ -105,3 +105,50 @@ def forward_backward(lex: Tensor, tgt_mask: Tensor, log_align: Tensor = None, lo
     log_z = torch.logsumexp(q.gather(1, (lengths - 1).clamp(min=0)[:, None, None].expand(-1, 1, src_len)).squeeze(1), -1)
     post = (q + beta - log_z[:, None, None]).exp()
     return post * tgt_mask[..., None]
+
+
+def topk_mask(log_align: Tensor, valid: Tensor, k: int) -> Tensor:
+    """(..., J) mask of the k most probable valid source positions (all valid ones if k >= their number)."""
+    scores = log_align.masked_fill(~valid, float("-inf"))
+    idx = scores.topk(min(k, scores.size(-1)), dim=-1).indices
+    return torch.zeros_like(valid).scatter(-1, idx, True) & valid
+
+
+def first_order_pruned_log_likelihood(log_init: Tensor, log_trans: Tensor, lexicon, tgt_mask: Tensor,
+                                      src_valid: Tensor, k: int, eps: float = 0.0):
+    """First-order forward in which step i scores the lexicon only at k source positions.
+
+    The kept positions are the k best of the predicted alignment p(b_i = j | e_<i, f) =
+    sum_j' p(j | j') q_{i-1}(j'), q_{i-1} the normalised (pruned) forward vector of the unsmoothed model:
+    a beam over alignment positions. ``lexicon(i, keep)`` returns the (gold, vocabulary-mean) lexicon scores
+    (B, J) for the entries where ``keep`` (B, J) is True, so only B x k lexicon rows per step are computed.
+    Dropped alignment paths only remove non-negative terms: the result is a lower bound of the exact
+    likelihood, equal to it when k >= J.
+
+    Returns (smoothed log-likelihood (B,), exact-lexicon log-likelihood (B,), kept predicted mass summed
+    over target positions (B,)).
+    """
+    q_s = q_g = None
+    kept = log_init.new_zeros(log_init.shape[0])
+    for i in range(tgt_mask.size(1)):
+        if i == 0:
+            pred = log_init
+        else:
+            filt = torch.log_softmax(q_g.detach(), dim=-1)
+            pred = _masked_lse(filt[:, :, None] + log_trans[:, i], dim=1)
+        keep = topk_mask(pred.detach(), src_valid, k)
+        kept = kept + (pred.detach().exp() * keep).sum(-1) * tgt_mask[:, i]
+        gold, mean = lexicon(i, keep)
+        lex_s = gold if eps == 0 else (1.0 - eps) * gold + eps * mean
+        if i == 0:
+            new_s, new_g = log_init + lex_s, log_init + gold
+        else:
+            new_s = lex_s + _masked_lse(q_s[:, :, None] + log_trans[:, i], dim=1)
+            new_g = gold + _masked_lse(q_g[:, :, None] + log_trans[:, i], dim=1) if eps else new_s
+        new_s, new_g = new_s.masked_fill(~keep, MASKED), new_g.masked_fill(~keep, MASKED)
+        if i == 0:
+            q_s, q_g = new_s, new_g
+        else:
+            q_s = torch.where(tgt_mask[:, i, None], new_s, q_s)
+            q_g = torch.where(tgt_mask[:, i, None], new_g, q_g)
+    return torch.logsumexp(q_s, -1), torch.logsumexp(q_g, -1), kept

@@ -23,15 +23,26 @@ from torch import Tensor
 LEXICON_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
+def _low(dtype: torch.dtype, like: Tensor) -> bool:
+    return dtype != torch.float32 and like.dtype != torch.float64
+
+
 def _logits(hidden: Tensor, weight: Tensor, bias: Optional[Tensor], dtype: torch.dtype) -> Tensor:
-    """fp32 logits of one chunk; the matmul may run in a lower precision (bf16), accumulation stays fp32."""
-    if dtype == torch.float32 or hidden.dtype == torch.float64:
-        out = hidden @ weight.t()
-    else:
-        out = (hidden.to(dtype) @ weight.to(dtype).t()).float()
-    if bias is not None:
-        out = out + bias
-    return out
+    """fp32 logits of one chunk; the matmul may run in a lower precision (bf16), accumulation stays fp32.
+
+    ``weight`` should already be in ``dtype`` (converted once per call, not per chunk). The bias is fused
+    into the matmul (fp32) or added in place (bf16), so a chunk allocates one (rows, V) buffer.
+    """
+    if not _low(dtype, hidden):
+        return torch.addmm(bias, hidden, weight.t()) if bias is not None else hidden @ weight.t()
+    out = (hidden.to(dtype) @ weight.t()).float()
+    return out.add_(bias) if bias is not None else out
+
+
+def _logsumexp_(logits: Tensor) -> Tensor:
+    """Row-wise log-sum-exp that overwrites ``logits`` (one buffer instead of torch.logsumexp's copies)."""
+    m = logits.amax(dim=-1, keepdim=True)
+    return logits.sub_(m).exp_().sum(-1).log_().add_(m.squeeze(-1))
 
 
 class LexiconScores(torch.autograd.Function):
@@ -50,12 +61,13 @@ class LexiconScores(torch.autograd.Function):
         gold = hidden.new_empty(n, dtype=torch.float32 if hidden.dtype != torch.float64 else hidden.dtype)
         logz = torch.empty_like(gold)
         mean = torch.empty_like(gold)
+        w_mm = weight.to(dtype) if _low(dtype, hidden) else weight
         for s in range(0, n, chunk_rows):
             e = min(n, s + chunk_rows)
-            logits = _logits(hidden[s:e], weight, bias, dtype)
-            logz[s:e] = torch.logsumexp(logits, dim=-1)
+            logits = _logits(hidden[s:e], w_mm, bias, dtype)
             gold[s:e] = logits.gather(1, target[s:e, None]).squeeze(1)
             mean[s:e] = logits.mean(dim=-1)
+            logz[s:e] = _logsumexp_(logits)
         ctx.save_for_backward(hidden, weight, bias, target, logz)
         ctx.chunk_rows, ctx.dtype = chunk_rows, dtype
         return gold - logz, mean - logz
@@ -69,12 +81,13 @@ class LexiconScores(torch.autograd.Function):
         grad_h = torch.empty_like(hidden) if need_h else None
         grad_w = torch.zeros(weight.shape, dtype=logz.dtype, device=weight.device) if need_w else None
         grad_b = torch.zeros(vocab, dtype=logz.dtype, device=weight.device) if need_b and bias is not None else None
-        low = dtype != torch.float32 and hidden.dtype != torch.float64
+        low = _low(dtype, hidden)
         w_mm = weight.to(dtype) if low else weight
         for s in range(0, n, chunk_rows):
             e = min(n, s + chunk_rows)
             a, b = g_gold[s:e, None], g_mean[s:e, None]
-            g = _logits(hidden[s:e], weight, bias, dtype)
+            g = _logits(hidden[s:e], w_mm, bias, dtype)
+            # softmax in place, then a * onehot + b / V - (a + b) * softmax
             g.sub_(logz[s:e, None]).exp_().mul_(-(a + b)).add_(b / vocab)
             g.scatter_add_(1, target[s:e, None], a)
             if low:
@@ -114,30 +127,40 @@ def reference_lexicon_scores(hidden, weight, bias, target):
 
 def log_mixture(src_feat: Tensor, tgt_feat: Tensor, log_align: Tensor, weight: Tensor, bias: Optional[Tensor],
                 chunk_rows: int = 1024, dtype: torch.dtype = torch.float32,
-                return_logz: bool = False):
+                return_logz: bool = False, keep_idx: Optional[Tensor] = None):
     """log p(e | e_<i, f) = logsumexp_j [log p(j | i) + log softmax_e(W ReLU(src_feat_j + tgt_feat_i) + b)].
 
     src_feat (B, J, d) = W5 h_j + bias, tgt_feat (B, I, d) = W6 s_i, log_align (B, I, J) (-inf on padding).
     Returns (B, I, V) log-probabilities, and with ``return_logz`` also the lexicon log-normalisers (B, I, J).
     Rows (b, i) are processed in chunks of about ``chunk_rows`` (i, j) pairs, so memory is O(chunk x V).
+    With ``keep_idx`` (B, I, K) only those source positions enter the mixture (their alignment weights must
+    already be renormalised over them) and only B x I x K lexicon rows are computed; logz is then (B, I, K).
     """
     bsz, tgt_len, _ = tgt_feat.shape
     src_len = src_feat.size(1)
     vocab = weight.size(0)
     out = tgt_feat.new_empty(bsz, tgt_len, vocab, dtype=torch.float32 if tgt_feat.dtype != torch.float64 else tgt_feat.dtype)
-    logz_all = out.new_empty(bsz, tgt_len, src_len) if return_logz else None
-    rows_per_chunk = max(1, chunk_rows // max(1, src_len))
+    width = src_len if keep_idx is None else keep_idx.size(-1)
+    logz_all = out.new_empty(bsz, tgt_len, width) if return_logz else None
+    rows_per_chunk = max(1, chunk_rows // max(1, width))
+    if _low(dtype, tgt_feat):
+        weight = weight.to(dtype)
     b_idx = torch.arange(bsz, device=tgt_feat.device).repeat_interleave(tgt_len)
     i_idx = torch.arange(tgt_len, device=tgt_feat.device).repeat(bsz)
     out_flat = out.view(bsz * tgt_len, vocab)
     for s in range(0, bsz * tgt_len, rows_per_chunk):
         e = min(bsz * tgt_len, s + rows_per_chunk)
         bb, ii = b_idx[s:e], i_idx[s:e]
-        t = torch.relu(src_feat[bb] + tgt_feat[bb, ii][:, None, :])  # (c, J, d)
-        logits = _logits(t.reshape(-1, t.size(-1)), weight, bias, dtype).view(e - s, src_len, vocab)
+        if keep_idx is None:
+            feat, align = src_feat[bb], log_align[bb, ii]  # (c, J, d), (c, J)
+        else:
+            idx = keep_idx[bb, ii]
+            feat, align = src_feat[bb[:, None], idx], log_align[bb, ii].gather(1, idx)  # (c, K, d), (c, K)
+        t = torch.relu(feat + tgt_feat[bb, ii][:, None, :])
+        logits = _logits(t.reshape(-1, t.size(-1)), weight, bias, dtype).view(e - s, width, vocab)
         logz = torch.logsumexp(logits, dim=-1)
         if logz_all is not None:
-            logz_all.view(bsz * tgt_len, src_len)[s:e] = logz
-        weights = (log_align[bb, ii] - logz)[:, :, None]
+            logz_all.view(bsz * tgt_len, width)[s:e] = logz
+        weights = (align - logz)[:, :, None]
         out_flat[s:e] = torch.logsumexp(logits + weights, dim=1)
     return (out, logz_all) if return_logz else out

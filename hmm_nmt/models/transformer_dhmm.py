@@ -241,6 +241,7 @@ class TransformerDHMMDecoder(TransformerDecoder):
         self.alignment_order = args.alignment_order
         self.lexicon_chunk_size = args.lexicon_chunk_size
         self.lexicon_dtype = LEXICON_DTYPES[args.lexicon_dtype]
+        self.lexicon_topk = args.lexicon_topk
         self.first_order = (
             FirstOrderAlignment(args.decoder_embed_dim, d_src, args.decoder_embed_dim, args.max_jump)
             if self.alignment_order == 1 else None
@@ -323,14 +324,54 @@ class TransformerDHMMDecoder(TransformerDecoder):
         return out_gold, out_mean
 
     def lexicon_rows(self, extra: Dict, tgt_mask: Tensor) -> Tensor:
-        """(B, I, J) mask of the (i, j) pairs whose lexicon score the likelihood needs."""
-        return tgt_mask[:, :, None] & ~extra["src_pad"][:, None, :]
+        """(B, I, J) mask of the (i, j) pairs whose lexicon score the likelihood needs.
+
+        With ``--lexicon-topk K`` (zero order) only the K most probable source positions of each target
+        position are kept; the first-order pruning is sequential, see :meth:`pruned_first_order_loss`.
+        """
+        mask = tgt_mask[:, :, None] & ~extra["src_pad"][:, None, :]
+        if self.lexicon_topk and self.first_order is None:
+            mask = mask & direct.topk_mask(extra["log_align"].detach(), mask, self.lexicon_topk)
+        return mask
 
     def alignment_potentials(self, extra: Dict, row_mask: Tensor) -> Dict[str, Tensor]:
         """The alignment arguments of :func:`hmm_nmt.hmm.direct.log_likelihood` for this model's order."""
         if self.first_order is None:
-            return {"log_align": extra["log_align"]}
+            log_align = extra["log_align"]
+            if self.lexicon_topk and row_mask is not None:  # restricted sum: a lower bound of the likelihood
+                log_align = log_align.masked_fill(~row_mask, direct.MASKED)
+            return {"log_align": log_align}
         return {"log_init": extra["log_init"][:, 0], "log_trans": extra["log_trans"]}
+
+    def pruned_first_order_loss(self, x: Tensor, extra: Dict, target: Tensor, eps: float):
+        """First order with ``--lexicon-topk K``: (smoothed ll, exact-lexicon ll, kept mass), each (B,)."""
+        tgt_mask = target.ne(self.padding_idx)
+        src_feat, tgt_feat = self.lexicon_features(x, extra["encoder_out"])
+        weight, bias = self._output_weight_bias()
+
+        def lexicon(i, keep):
+            b, j = keep.nonzero(as_tuple=True)
+            hidden = torch.relu(src_feat[b, j] + tgt_feat[b, i])
+            gold, mean = lexicon_scores(hidden, weight, bias, target[b, i], self.lexicon_chunk_size,
+                                        self.lexicon_dtype)
+            return (gold.new_zeros(keep.shape).index_put((b, j), gold),
+                    gold.new_zeros(keep.shape).index_put((b, j), mean))
+
+        return direct.first_order_pruned_log_likelihood(extra["log_init"][:, 0], extra["log_trans"], lexicon,
+                                                        tgt_mask, ~extra["src_pad"], self.lexicon_topk, eps)
+
+    def prune_alignment(self, log_align: Tensor, src_pad: Tensor):
+        """Decoding with ``--lexicon-topk K``: keep the K best positions, renormalised over them.
+
+        Returns (log_align with MASKED outside the kept positions, kept indices (B, I, K)), or
+        (log_align, None) without pruning or when K covers every source position.
+        """
+        if not self.lexicon_topk or self.lexicon_topk >= log_align.size(-1):
+            return log_align, None
+        idx = log_align.topk(self.lexicon_topk, dim=-1).indices
+        kept = log_align.gather(-1, idx).log_softmax(-1)
+        pruned = torch.full_like(log_align, direct.MASKED).scatter(-1, idx, kept)
+        return pruned.masked_fill(src_pad[:, None, :], direct.MASKED), idx
 
     # ------------------------------------------------------------------ first-order filtering
     def _first_order_alignment(self, x, extra, prev_output_tokens, incremental_state):
@@ -348,11 +389,15 @@ class TransformerDHMMDecoder(TransformerDecoder):
             mask = torch.zeros(log_init.shape[0], tgt_len, log_init.shape[-1], dtype=torch.bool, device=x.device)
             mask[:, :-1] = ~extra["src_pad"][:, None, :]
             lex_prev, _ = self.lexicon_scores(x, extra, F.pad(tgt, (0, 1), value=self.padding_idx), mask)
-            preds = [log_init[:, 0]]
+            src_pad = extra["src_pad"]
+            preds = [self.prune_alignment(log_init[:, :1], src_pad)[0][:, 0]]
             for i in range(1, tgt_len):
                 filt = torch.log_softmax(preds[-1] + lex_prev[:, i - 1], dim=-1)
-                preds.append(direct._masked_lse(filt[:, :, None] + log_trans[:, i], dim=1))
-            return torch.stack(preds, dim=1)
+                pred = direct._masked_lse(filt[:, :, None] + log_trans[:, i], dim=1)
+                preds.append(self.prune_alignment(pred[:, None], src_pad)[0][:, 0])
+            log_align = torch.stack(preds, dim=1)
+            extra["keep_idx"] = self.prune_alignment(log_align, src_pad)[1]
+            return log_align
         state = self.first_order.get_incremental_state(incremental_state, "state")
         if state is None:
             pred = log_init[:, 0]
@@ -366,7 +411,8 @@ class TransformerDHMMDecoder(TransformerDecoder):
                 gold = gold + bias[last][:, None]
             filt = torch.log_softmax(state["pred"] + gold - state["logz"], dim=-1)
             pred = direct._masked_lse(filt[:, :, None] + log_trans[:, 0], dim=1)
-        return pred[:, None, :]
+        log_align, extra["keep_idx"] = self.prune_alignment(pred[:, None, :], extra["src_pad"])
+        return log_align
 
     # ------------------------------------------------------------------ output
     def forward(self, prev_output_tokens, encoder_out=None, incremental_state=None, features_only=False,
@@ -375,6 +421,8 @@ class TransformerDHMMDecoder(TransformerDecoder):
         x, extra = self.extract_features(prev_output_tokens, encoder_out, incremental_state)
         if self.first_order is not None and not features_only:
             extra["log_align"] = self._first_order_alignment(x, extra, prev_output_tokens, incremental_state)
+        elif not features_only:
+            extra["log_align"], extra["keep_idx"] = self.prune_alignment(extra["log_align"], extra["src_pad"])
         if "log_align" in extra:
             extra["attn"] = [extra["log_align"].exp()]
         if features_only:
@@ -382,7 +430,10 @@ class TransformerDHMMDecoder(TransformerDecoder):
         src_feat, tgt_feat = self.lexicon_features(x, extra["encoder_out"])
         weight, bias = self._output_weight_bias()
         log_probs, logz = log_mixture(src_feat, tgt_feat, extra["log_align"], weight, bias,
-                                      self.lexicon_chunk_size, self.lexicon_dtype, return_logz=True)
+                                      self.lexicon_chunk_size, self.lexicon_dtype, return_logz=True,
+                                      keep_idx=extra.get("keep_idx"))
+        if extra.get("keep_idx") is not None:
+            logz = logz.new_zeros(extra["log_align"].shape).scatter(-1, extra["keep_idx"], logz)
         if self.first_order is not None and incremental_state is not None:
             self.first_order.set_incremental_state(incremental_state, "state", {
                 "pred": extra["log_align"][:, -1], "logz": logz[:, -1], "tgt_feat": tgt_feat[:, -1]})
@@ -412,6 +463,10 @@ class TransformerDHMMModel(TransformerModel):
                             help="(i, j) rows per lexicon chunk: bounds memory to N x vocabulary logits")
         parser.add_argument("--lexicon-dtype", choices=sorted(LEXICON_DTYPES), metavar="{fp32,bf16}",
                             help="precision of the lexicon matmul (accumulation and DP stay fp32)")
+        parser.add_argument("--lexicon-topk", type=int, metavar="K",
+                            help="score the lexicon only at the K most probable source positions per target "
+                                 "position (0: exact). Training maximises a lower bound of the likelihood; "
+                                 "decoding renormalises the alignment over the K positions")
         parser.add_argument("--max-jump", type=int, metavar="M",
                             help="first order: jump widths |j - j'| are clipped at M for the jump bias")
 
@@ -420,6 +475,8 @@ class TransformerDHMMModel(TransformerModel):
         dhmm_base_architecture(args)
         if args.alignment_order not in (0, 1):
             raise ValueError(f"--alignment-order must be 0 or 1, got {args.alignment_order}")
+        if args.lexicon_topk < 0:
+            raise ValueError(f"--lexicon-topk must be >= 0 (0 = exact), got {args.lexicon_topk}")
         if args.lexicon_chunk_size < 1:
             raise ValueError(f"--lexicon-chunk-size must be positive, got {args.lexicon_chunk_size}")
         return super().build_model(args, task)
@@ -464,6 +521,7 @@ def _dhmm_defaults(args):
     args.lexicon_chunk_size = getattr(args, "lexicon_chunk_size", None) or 1024
     args.lexicon_dtype = getattr(args, "lexicon_dtype", None) or "fp32"
     args.max_jump = getattr(args, "max_jump", None) or 16
+    args.lexicon_topk = getattr(args, "lexicon_topk", None) or 0
 
 
 def dhmm_base_architecture(args):

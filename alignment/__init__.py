@@ -1,0 +1,14 @@
+"""Word-alignment toolkit: formats, AER, symmetrization (atools semantics), subword-to-word mapping,
+heat maps and statistical baselines.  Nothing here imports fairseq except ``alignment.extract``.
+"""
+from .aer import AERCounts, corpus_scores, sentence_counts, sentence_scores
+from .io import Alignment, AlignmentFormatError, read_alignments, read_giza_a3, read_naacl, read_pharaoh, \
+    write_naacl, write_pharaoh
+from .subword import subword_to_word_links
+from .symmetrize import METHODS, symmetrize
+
+__all__ = [
+    "AERCounts", "Alignment", "AlignmentFormatError", "METHODS", "corpus_scores", "read_alignments",
+    "read_giza_a3", "read_naacl", "read_pharaoh", "sentence_counts", "sentence_scores", "subword_to_word_links",
+    "symmetrize", "write_naacl", "write_pharaoh",
+]

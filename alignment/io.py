@@ -1,0 +1,396 @@
+"""Reading and writing word alignments: Pharaoh/TALP, NAACL/RWTH (WPT) and GIZA++ A3.
+
+One sentence alignment is an :class:`Alignment`: a set of *sure* links S and a set of *possible* links
+P with S ⊆ P (Och & Ney 2000).  A link is a pair ``(i, j)``: 0-based source position i, 0-based
+target position j.  Hypotheses produced by aligners only have sure links (then P = S).
+
+Formats
+-------
+Pharaoh/TALP
+    one line per sentence pair, whitespace-separated links ``i-j`` (sure), ``i?j``, ``ipj`` or
+    ``i p j`` (possible; ``ipj`` is the convention of the popular Europarl gold files).  Indices are 0-based,
+    or 1-based with ``one_based=True``.  An empty line is a sentence with no links.
+NAACL/RWTH (WPT 2003/2005 shared tasks)
+    one link per line: ``sent i j [S|P] [confidence]``.  Sentences without links do not occur, so
+    the number of sentences comes from the caller (``n_sentences``) or from the largest number
+    seen.  With ``one_based=True`` (the WPT convention) sentence numbers and positions start at 1
+    and position 0 means the NULL word: such links are dropped.
+GIZA++ A3 (``*.A3.final``)
+    three lines per sentence pair: a ``# Sentence pair (k) ...`` header, the target words, and the
+    source words each followed by ``({ t1 t2 ... })`` (1-based target positions aligned to it),
+    starting with ``NULL ({ ... })``, whose links are dropped.
+
+Every reader takes an optional ``src_lens`` / ``tgt_lens`` (sentence lengths in tokens) and raises
+:class:`AlignmentFormatError`, naming the file and the line, for a malformed token, an index out of
+range, or a number of sentences that does not match.  Writers go through :func:`atomic_write`, so a
+failure never leaves a half-written output file behind.
+"""
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from typing import FrozenSet, Iterable, List, Optional, Sequence, Tuple
+
+Link = Tuple[int, int]
+
+__all__ = [
+    "Alignment",
+    "AlignmentFormatError",
+    "atomic_write",
+    "check_same_count",
+    "format_pharaoh",
+    "parse_pharaoh_line",
+    "read_alignments",
+    "read_giza_a3",
+    "read_naacl",
+    "read_pharaoh",
+    "read_tokens",
+    "reverse_all",
+    "validate_lengths",
+    "write_giza_a3",
+    "write_naacl",
+    "write_pharaoh",
+    "FORMATS",
+]
+
+FORMATS = ("pharaoh", "naacl", "giza")
+
+
+class AlignmentFormatError(ValueError):
+    """Bad alignment input; ``str()`` is ``FILE:LINE: message`` (or ``FILE: message``)."""
+
+    def __init__(self, message: str, path: Optional[str] = None, line: Optional[int] = None):
+        self.path = path
+        self.line = line
+        self.message = message
+        where = "" if path is None else (f"{path}:{line}: " if line is not None else f"{path}: ")
+        super().__init__(where + message)
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """Sure links S and possible links P of one sentence pair; P always contains S."""
+
+    sure: FrozenSet[Link] = field(default_factory=frozenset)
+    possible: FrozenSet[Link] = field(default_factory=frozenset)
+
+    def __post_init__(self):
+        object.__setattr__(self, "sure", frozenset(self.sure))
+        object.__setattr__(self, "possible", frozenset(self.possible) | self.sure)
+
+    @classmethod
+    def from_links(cls, links: Iterable[Link]) -> "Alignment":
+        """An alignment whose links are all sure (what an aligner outputs)."""
+        return cls(frozenset(links))
+
+    @property
+    def links(self) -> FrozenSet[Link]:
+        """All links (P); for a hypothesis this is the set A."""
+        return self.possible
+
+    def reversed(self) -> "Alignment":
+        return Alignment(frozenset((j, i) for i, j in self.sure), frozenset((j, i) for i, j in self.possible))
+
+    def __len__(self):
+        return len(self.possible)
+
+
+def reverse_all(alignments: Sequence[Alignment]) -> List[Alignment]:
+    """Swap source and target in every sentence (``i-j`` becomes ``j-i``)."""
+    return [a.reversed() for a in alignments]
+
+
+# --------------------------------------------------------------------------------------------- Pharaoh
+_PHARAOH_TOKEN = re.compile(r"^(\d+)([-?p])(\d+)$")
+_SPACED_P = re.compile(r"(?<!\S)(\d+)\s+p\s+(\d+)(?!\S)")
+
+
+def parse_pharaoh_line(text: str, one_based: bool = False, path: Optional[str] = None,
+                       lineno: Optional[int] = None) -> Alignment:
+    """Parse one Pharaoh line (``0-0 1?2 3p4``) into an :class:`Alignment`."""
+    sure, possible = set(), set()
+    off = 1 if one_based else 0
+    text = _SPACED_P.sub(r"\1p\2", text)  # "3 p 4" is the spaced spelling of "3p4"
+    for tok in text.split():
+        m = _PHARAOH_TOKEN.match(tok)
+        if m is None:
+            raise AlignmentFormatError(
+                f"malformed link {tok!r} (expected i-j for a sure link, i?j or ipj for a possible one)", path, lineno)
+        i, j = int(m.group(1)) - off, int(m.group(3)) - off
+        if i < 0 or j < 0:
+            raise AlignmentFormatError(f"link {tok!r} has index 0 but positions are 1-based (--one-based)", path, lineno)
+        (sure if m.group(2) == "-" else possible).add((i, j))
+    return Alignment(frozenset(sure), frozenset(possible))
+
+
+def format_pharaoh(alignment, one_based: bool = False, possible_mark: str = "?") -> str:
+    """One Pharaoh line, links sorted by (i, j); possible-only links written ``i?j`` (or ``ipj``)."""
+    if not isinstance(alignment, Alignment):
+        alignment = Alignment.from_links(alignment)
+    if possible_mark not in ("?", "p"):
+        raise ValueError("possible_mark must be '?' or 'p'")
+    off = 1 if one_based else 0
+    out = []
+    for i, j in sorted(alignment.possible):
+        sep = "-" if (i, j) in alignment.sure else possible_mark
+        out.append(f"{i + off}{sep}{j + off}")
+    return " ".join(out)
+
+
+def _read_lines(path: str) -> List[str]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().splitlines()
+    except OSError as e:
+        raise AlignmentFormatError(f"cannot read: {e.strerror}", path) from None
+    except UnicodeDecodeError as e:
+        raise AlignmentFormatError(f"not UTF-8 text ({e.reason} at byte {e.start})", path) from None
+
+
+def read_pharaoh(path: str, one_based: bool = False, src_lens: Optional[Sequence[int]] = None,
+                 tgt_lens: Optional[Sequence[int]] = None, reverse: bool = False) -> List[Alignment]:
+    """Read a Pharaoh/TALP file, one alignment per line.
+
+    ``reverse=True`` swaps the direction after validation (so ``src_lens`` refers to the file's
+    first index, ``tgt_lens`` to the second).
+    """
+    out = [parse_pharaoh_line(line, one_based, path, k + 1) for k, line in enumerate(_read_lines(path))]
+    validate_lengths(out, path, src_lens, tgt_lens, lines=list(range(1, len(out) + 1)))
+    return reverse_all(out) if reverse else out
+
+
+def write_pharaoh(path: str, alignments: Sequence, one_based: bool = False, reverse: bool = False,
+                  possible_mark: str = "?") -> None:
+    """Write one Pharaoh line per sentence (atomically; ``path='-'`` writes to stdout)."""
+    lines = []
+    for a in alignments:
+        if not isinstance(a, Alignment):
+            a = Alignment.from_links(a)
+        lines.append(format_pharaoh(a.reversed() if reverse else a, one_based, possible_mark) + "\n")
+    atomic_write(path, "".join(lines))
+
+
+# --------------------------------------------------------------------------------------------- NAACL
+def read_naacl(path: str, n_sentences: Optional[int] = None, one_based: bool = False,
+               src_lens: Optional[Sequence[int]] = None, tgt_lens: Optional[Sequence[int]] = None,
+               reverse: bool = False) -> List[Alignment]:
+    """Read ``sent i j [S|P] [confidence]`` lines (blank and ``#`` lines are skipped).
+
+    A link without a label is sure.  ``n_sentences`` fixes the number of sentences (else: largest
+    sentence number seen); a larger sentence number is an error.
+    """
+    off = 1 if one_based else 0
+    sure, possible = {}, {}
+    where = {}  # first line mentioning each sentence, for error messages
+    if n_sentences is None and src_lens is not None:
+        n_sentences = len(src_lens)
+    for k, line in enumerate(_read_lines(path), start=1):
+        toks = line.split()
+        if not toks or toks[0].startswith("#"):
+            continue
+        if len(toks) not in (3, 4, 5):
+            raise AlignmentFormatError(f"expected 'sent i j [S|P] [confidence]', got {line.strip()!r}", path, k)
+        try:
+            s, i, j = (int(t) for t in toks[:3])
+        except ValueError:
+            raise AlignmentFormatError(f"non-integer field in {line.strip()!r}", path, k) from None
+        label = toks[3].upper() if len(toks) >= 4 else "S"
+        if label not in ("S", "P"):
+            raise AlignmentFormatError(f"link type must be S or P, got {toks[3]!r}", path, k)
+        if len(toks) == 5:
+            try:
+                float(toks[4])
+            except ValueError:
+                raise AlignmentFormatError(f"confidence must be a number, got {toks[4]!r}", path, k) from None
+        s -= off
+        if s < 0 or min(i, j) < 0:
+            raise AlignmentFormatError(
+                f"negative or zero sentence number / position in {line.strip()!r} "
+                f"({'1' if one_based else '0'}-based numbering)", path, k)
+        if n_sentences is not None and s >= n_sentences:
+            raise AlignmentFormatError(f"sentence number {s + off} but only {n_sentences} sentences", path, k)
+        if one_based and (i == 0 or j == 0):
+            continue  # link to the NULL word
+        link = (i - off, j - off)
+        where.setdefault(s, k)
+        (sure if label == "S" else possible).setdefault(s, set()).add(link)
+    n = n_sentences if n_sentences is not None else (max(where) + 1 if where else 0)
+    out = [Alignment(frozenset(sure.get(s, ())), frozenset(possible.get(s, ()))) for s in range(n)]
+    validate_lengths(out, path, src_lens, tgt_lens, lines=[where.get(s) for s in range(n)])
+    return reverse_all(out) if reverse else out
+
+
+def write_naacl(path: str, alignments: Sequence, one_based: bool = True, reverse: bool = False) -> None:
+    """Write ``sent i j S|P`` lines (1-based sentence numbers and positions by default)."""
+    off = 1 if one_based else 0
+    lines = []
+    for s, a in enumerate(alignments):
+        if not isinstance(a, Alignment):
+            a = Alignment.from_links(a)
+        if reverse:
+            a = a.reversed()
+        for i, j in sorted(a.possible):
+            lines.append(f"{s + off} {i + off} {j + off} {'S' if (i, j) in a.sure else 'P'}\n")
+    atomic_write(path, "".join(lines))
+
+
+# --------------------------------------------------------------------------------------------- GIZA++
+_GIZA_WORD = re.compile(r"(\S+) \(\{([\d ]*)\}\)")
+_GIZA_HEADER = re.compile(r"^#.*source length (\d+) target length (\d+)")
+
+
+def read_giza_a3(path: str, src_lens: Optional[Sequence[int]] = None, tgt_lens: Optional[Sequence[int]] = None,
+                 reverse: bool = False, return_tokens: bool = False):
+    """Read a GIZA++ ``A3.final`` file: links (source word index, target word index), 0-based.
+
+    GIZA++ calls "source" the side whose words carry ``({ })`` (the third line); links to NULL are
+    dropped.  With ``return_tokens=True`` also returns ``(src_tokens, tgt_tokens)`` lists.
+    """
+    lines = _read_lines(path)
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if len(lines) % 3:
+        raise AlignmentFormatError(
+            f"{len(lines)} lines is not a multiple of 3 (header, target words, source words per pair)",
+            path, len(lines))
+    out, srcs, tgts = [], [], []
+    for base in range(0, len(lines), 3):
+        header, tgt_line, src_line = lines[base:base + 3]
+        h = _GIZA_HEADER.match(header)
+        if h is None:
+            raise AlignmentFormatError("expected '# Sentence pair (k) source length I target length J ...'",
+                                       path, base + 1)
+        tgt_words = tgt_line.split()
+        if len(tgt_words) != int(h.group(2)):
+            raise AlignmentFormatError(
+                f"header says target length {h.group(2)} but the line has {len(tgt_words)} words", path, base + 2)
+        pieces = list(_GIZA_WORD.finditer(src_line))
+        if "".join(m.group(0) for m in pieces).replace(" ", "") != src_line.replace(" ", ""):
+            raise AlignmentFormatError("malformed 'word ({ positions })' sequence", path, base + 3)
+        if not pieces or pieces[0].group(1) != "NULL":
+            raise AlignmentFormatError("source line must start with 'NULL ({ ... })'", path, base + 3)
+        src_words = [m.group(1) for m in pieces[1:]]
+        if len(src_words) != int(h.group(1)):
+            raise AlignmentFormatError(
+                f"header says source length {h.group(1)} but the line has {len(src_words)} words", path, base + 3)
+        links = set()
+        for i, m in enumerate(pieces):
+            for t in m.group(2).split():
+                j = int(t)
+                if not 1 <= j <= len(tgt_words):
+                    raise AlignmentFormatError(
+                        f"target position {j} out of range 1..{len(tgt_words)} for word {m.group(1)!r}", path, base + 3)
+                if i > 0:
+                    links.add((i - 1, j - 1))
+        out.append(Alignment.from_links(links))
+        srcs.append(src_words)
+        tgts.append(tgt_words)
+    validate_lengths(out, path, src_lens, tgt_lens, lines=[3 * k + 3 for k in range(len(out))])
+    for k, (s, t) in enumerate(zip(srcs, tgts)):
+        if src_lens is not None and len(s) != src_lens[k]:
+            raise AlignmentFormatError(f"source sentence has {len(s)} words, --src has {src_lens[k]}", path, 3 * k + 3)
+        if tgt_lens is not None and len(t) != tgt_lens[k]:
+            raise AlignmentFormatError(f"target sentence has {len(t)} words, --tgt has {tgt_lens[k]}", path, 3 * k + 2)
+    if reverse:
+        out, srcs, tgts = reverse_all(out), tgts, srcs
+    return (out, (srcs, tgts)) if return_tokens else out
+
+
+def write_giza_a3(path: str, alignments: Sequence, src_tokens: Sequence[Sequence[str]],
+                  tgt_tokens: Sequence[Sequence[str]]) -> None:
+    """Write GIZA++ A3 triples (alignment score 0); target words linked to no source word are listed
+    under ``NULL``, source words linked to nothing get an empty ``({ })``."""
+    if not len(alignments) == len(src_tokens) == len(tgt_tokens):
+        raise ValueError("alignments, src_tokens and tgt_tokens must have the same length")
+    out = []
+    for k, (a, s, t) in enumerate(zip(alignments, src_tokens, tgt_tokens)):
+        links = a.links if isinstance(a, Alignment) else frozenset(a)
+        by_src = [[] for _ in s]
+        for i, j in sorted(links):
+            if not (0 <= i < len(s) and 0 <= j < len(t)):
+                raise ValueError(f"sentence {k + 1}: link {i}-{j} out of range for {len(s)}x{len(t)} words")
+            by_src[i].append(j + 1)
+        covered = {j for _, j in links}
+        null = [j + 1 for j in range(len(t)) if j not in covered]
+        words = " ".join(f"{w} ({{ {' '.join(map(str, js))}{' ' if js else ''}}})" for w, js in
+                         [("NULL", null)] + list(zip(s, by_src)))
+        out.append(f"# Sentence pair ({k + 1}) source length {len(s)} target length {len(t)} "
+                   f"alignment score : 0\n{' '.join(t)}\n{words} \n")
+    atomic_write(path, "".join(out))
+
+
+# --------------------------------------------------------------------------------------------- common
+def read_alignments(path: str, fmt: str = "pharaoh", one_based: bool = False, n_sentences: Optional[int] = None,
+                    src_lens: Optional[Sequence[int]] = None, tgt_lens: Optional[Sequence[int]] = None,
+                    reverse: bool = False) -> List[Alignment]:
+    """Dispatch on ``fmt`` in :data:`FORMATS`."""
+    if fmt == "pharaoh":
+        return read_pharaoh(path, one_based, src_lens, tgt_lens, reverse)
+    if fmt == "naacl":
+        return read_naacl(path, n_sentences, one_based, src_lens, tgt_lens, reverse)
+    if fmt == "giza":
+        return read_giza_a3(path, src_lens, tgt_lens, reverse)
+    raise ValueError(f"unknown alignment format {fmt!r}; expected one of {', '.join(FORMATS)}")
+
+
+def read_tokens(path: str) -> List[List[str]]:
+    """Whitespace-tokenised sentences, one per line."""
+    return [line.split() for line in _read_lines(path)]
+
+
+def validate_lengths(alignments: Sequence[Alignment], path: str, src_lens: Optional[Sequence[int]] = None,
+                     tgt_lens: Optional[Sequence[int]] = None, lines: Optional[Sequence[Optional[int]]] = None) -> None:
+    """Check the sentence count and that every link lies inside its sentence pair."""
+    for lens, side in ((src_lens, "source"), (tgt_lens, "target")):
+        if lens is not None and len(lens) != len(alignments):
+            raise AlignmentFormatError(
+                f"{len(alignments)} alignment lines but {len(lens)} {side} sentences", path,
+                min(len(lens), len(alignments)) + 1)
+    if src_lens is None and tgt_lens is None:
+        return
+    for k, a in enumerate(alignments):
+        line = lines[k] if lines is not None else k + 1
+        for i, j in sorted(a.possible):
+            if src_lens is not None and i >= src_lens[k]:
+                raise AlignmentFormatError(
+                    f"source index {i} out of range: sentence {k + 1} has {src_lens[k]} source words (0-based)",
+                    path, line)
+            if tgt_lens is not None and j >= tgt_lens[k]:
+                raise AlignmentFormatError(
+                    f"target index {j} out of range: sentence {k + 1} has {tgt_lens[k]} target words (0-based)",
+                    path, line)
+
+
+def check_same_count(a: Sequence, b: Sequence, path_a: str, path_b: str) -> None:
+    """Raise naming the shorter file and its first missing line when the counts differ."""
+    if len(a) != len(b):
+        short, n_short, n_long, other = (path_a, len(a), len(b), path_b) if len(a) < len(b) else (
+            path_b, len(b), len(a), path_a)
+        raise AlignmentFormatError(
+            f"has {n_short} sentences but {other} has {n_long} (mismatched line counts)", short, n_short + 1)
+
+
+def atomic_write(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename.
+
+    ``path == '-'`` writes to standard output.
+    """
+    if path == "-":
+        import sys
+
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the usual permissions
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

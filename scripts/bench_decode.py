@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Beam-search decoding speed and peak memory of ``transformer`` vs ``transformer_dhmm`` at equal sizes.
+
+Every model decodes the same sentences with fairseq's SequenceGenerator (the code behind fairseq-generate),
+each in its own child process of this invocation; the script prints sentences/s, target tokens/s, peak
+memory and ratios against the ``transformer`` baseline.
+
+Without checkpoints the models are freshly initialised and every hypothesis is forced to the same length
+(``--min-len`` = ``--max-len``), so that the comparison measures the decoder, not what an untrained model
+happens to emit. With ``--checkpoint NAME=PATH`` (repeatable) trained models decode freely.
+
+    python scripts/bench_decode.py                                   # toy corpus, random models
+    python scripts/bench_decode.py --data data-bin/multi30k --subset test \\
+        --checkpoint transformer=ckpt/base.pt --checkpoint dhmm0=ckpt/dhmm.pt --checkpoint dhmm1=ckpt/fo.pt
+"""
+import argparse
+import json
+import multiprocessing as mp
+import os
+import resource
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_train import BASE_ARCH, model_flags, toy_data_bin  # noqa: E402
+
+
+def run_one(spec, opts, queue):
+    import torch
+
+    import hmm_nmt  # noqa: F401
+    from fairseq import checkpoint_utils, options, tasks, utils
+    from fairseq.sequence_generator import SequenceGenerator
+
+    torch.set_num_threads(opts.threads)
+    path = dict(opts.checkpoint).get(spec)
+    if path is not None:
+        models, _, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides={"data": opts.data})
+        model = models[0]
+        min_len, max_len_a, max_len_b = 1, 1.2, 10
+    else:
+        arch, criterion, flags = model_flags(spec)
+        d, layers = str(opts.embed_dim), str(opts.layers)
+        argv = [opts.data, "--arch", arch, "--encoder-embed-dim", d, "--decoder-embed-dim", d,
+                "--encoder-ffn-embed-dim", str(4 * opts.embed_dim), "--decoder-ffn-embed-dim", str(4 * opts.embed_dim),
+                "--encoder-layers", layers, "--decoder-layers", layers, "--encoder-attention-heads", str(opts.heads),
+                "--decoder-attention-heads", str(opts.heads), "--share-all-embeddings"] + flags
+        args = options.parse_args_and_arch(options.get_training_parser(), argv)
+        utils.set_torch_seed(1)
+        task = tasks.setup_task(args)
+        model = task.build_model(args)
+        min_len, max_len_a, max_len_b = opts.length, 0, opts.length
+    model = model.to(opts.device).eval()
+    task.load_dataset(opts.subset)
+    dataset = task.dataset(opts.subset)
+    itr = task.get_batch_iterator(dataset=dataset, max_sentences=opts.batch_size, seed=1).next_epoch_itr(shuffle=False)
+    batches = [b for _, b in zip(range(opts.max_batches), itr)]
+    gen = SequenceGenerator([model], task.target_dictionary, beam_size=opts.beam, min_len=min_len,
+                            max_len_a=max_len_a, max_len_b=max_len_b)
+    sents, toks, elapsed = 0, 0, 0.0
+    with torch.no_grad():
+        for sample in batches:
+            if opts.device == "cuda":
+                sample = utils.move_to_cuda(sample)
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            hypos = gen.generate([model], sample)
+            if opts.device == "cuda":
+                torch.cuda.synchronize()
+            elapsed += time.perf_counter() - t0
+            sents += len(hypos)
+            toks += sum(len(h[0]["tokens"]) for h in hypos)
+    peak = (torch.cuda.max_memory_allocated() / 2 ** 20 if opts.device == "cuda"
+            else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    queue.put({"model": spec, "sent_per_s": sents / elapsed, "tok_per_s": toks / elapsed, "sentences": sents,
+               "peak_mb": peak})
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", help="fairseq data-bin directory (default: the embedded toy corpus)")
+    ap.add_argument("--subset", default="valid")
+    ap.add_argument("--models", nargs="+", default=["transformer", "dhmm0", "dhmm1"])
+    ap.add_argument("--checkpoint", action="append", default=[], metavar="NAME=PATH",
+                    help="decode a trained checkpoint under the name NAME (repeatable)")
+    ap.add_argument("--beam", type=int, default=5)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--max-batches", type=int, default=4)
+    ap.add_argument("--length", type=int, default=15, help="forced hypothesis length for untrained models")
+    ap.add_argument("--embed-dim", type=int, default=128)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--threads", type=int, default=max(1, os.cpu_count() or 1))
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--json", help="also write the results to this JSON file")
+    opts = ap.parse_args(argv)
+    checkpoints = []
+    for item in opts.checkpoint:
+        name, sep, path = item.partition("=")
+        if not sep or not os.path.isfile(path):
+            ap.error(f"--checkpoint {item}: expected NAME=PATH to an existing checkpoint file")
+        checkpoints.append((name, path))
+    opts.checkpoint = checkpoints
+    models = [n for n, _ in checkpoints] or opts.models
+    for spec in models:
+        if spec not in dict(checkpoints):
+            model_flags(spec)
+    if opts.data is not None and not os.path.isdir(opts.data):
+        ap.error(f"--data {opts.data}: no such directory")
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        if opts.data is None:
+            opts.data = toy_data_bin(tmp)
+        ctx = mp.get_context("spawn")
+        for spec in models:
+            queue = ctx.Queue()
+            proc = ctx.Process(target=run_one, args=(spec, opts, queue))
+            proc.start()
+            proc.join()
+            if proc.exitcode != 0:
+                raise SystemExit(f"bench_decode.py: {spec} failed (exit code {proc.exitcode})")
+            results.append(queue.get())
+            r = results[-1]
+            print(f"{spec:<30} {r['sent_per_s']:>8.1f} sent/s {r['tok_per_s']:>8.0f} tok/s {r['peak_mb']:>7.0f} MB",
+                  file=sys.stderr, flush=True)
+    base = next((r for r in results if r["model"] == "transformer"), results[0])
+    print(f"\n{'model':<30} {'sent/s':>8} {'tok/s':>8} {'ratio':>7} {'peak MB':>8}  (beam {opts.beam})")
+    for r in results:
+        r["speed_ratio"] = r["sent_per_s"] / base["sent_per_s"]
+        print(f"{r['model']:<30} {r['sent_per_s']:>8.1f} {r['tok_per_s']:>8.0f} {r['speed_ratio']:>7.3f} {r['peak_mb']:>8.0f}")
+    if opts.json:
+        with open(opts.json + ".tmp", "w") as f:
+            json.dump(results, f, indent=1)
+        os.replace(opts.json + ".tmp", opts.json)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+#!/usr/bin/env python
+"""Run a fairseq command line tool in this process and measure it.
+
+    python scripts/fairseq_instrumented.py train STATS.json -- <fairseq-train arguments>
+    python scripts/fairseq_instrumented.py generate STATS.json -- <fairseq-generate arguments>
+
+The tool runs exactly as its console script would (``fairseq_cli.<tool>.cli_main``); in addition this wrapper
+writes STATS.json (atomically, every few seconds and at exit) with
+
+* ``max_rss_bytes``: peak resident set size of this process (``getrusage``), plus its reaped children;
+* ``cuda_max_allocated_bytes``: ``torch.cuda.max_memory_allocated()`` when CUDA is in use, else null;
+* for ``train``: ``train_step_seconds``, ``train_tokens`` and ``updates``, summed over the calls of
+  ``fairseq.trainer.Trainer.train_step``: the wall time of the optimisation steps alone (no validation, no
+  checkpoint writing, no start-up) and the number of target tokens they consumed (the ``ntokens`` of the
+  samples, what fairseq calls words per batch).  A step is timed after a CUDA synchronisation so that
+  asynchronous kernels are charged to it.
+
+Stats of an interrupted run survive up to the last periodic write, so a benchmark that resumes training
+from a checkpoint can add up the measured steps of every run.
+
+Testing hook: with ``FAIRSEQ_INSTRUMENTED_INTERRUPT_AT=N`` in the environment, the wrapper sends SIGINT to its
+parent process (the benchmark) once N updates are done, i.e. it presses Ctrl-C at a known point so that
+the interruption and resumption path can be tested deterministically.
+"""
+import atexit
+import json
+import os
+import resource
+import signal
+import sys
+import time
+
+TOOLS = ("train", "generate")
+WRITE_EVERY_S = 5.0
+
+
+class _Stats:
+    def __init__(self, path, tool):
+        self.path = path
+        self.data = {
+            "tool": tool,
+            "argv": None,
+            "started": time.time(),
+            "updated": None,
+            "finished": None,
+            "exit_code": None,
+            "max_rss_bytes": None,
+            "cuda_max_allocated_bytes": None,
+            "train_step_seconds": 0.0,
+            "train_tokens": 0,
+            "updates": 0,
+        }
+        self._last_write = 0.0
+
+    def write(self, force=False):
+        now = time.time()
+        if not force and now - self._last_write < WRITE_EVERY_S:
+            return
+        self._last_write = now
+        self.data["updated"] = now
+        self.data["max_rss_bytes"] = _max_rss_bytes()
+        self.data["cuda_max_allocated_bytes"] = _cuda_max_allocated()
+        tmp = f"{self.path}.tmp{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(self.data, f, indent=1)
+        os.replace(tmp, self.path)
+
+
+def _max_rss_bytes():
+    # ru_maxrss is in KiB on Linux (bytes on macOS)
+    scale = 1 if sys.platform == "darwin" else 1024
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # e.g. data loader workers
+    return int(max(own, children) * scale)
+
+
+def _cuda_max_allocated():
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return None
+    return int(max(torch.cuda.max_memory_allocated(d) for d in range(torch.cuda.device_count())))
+
+
+def _instrument_train_step(stats):
+    import torch
+    from fairseq.trainer import Trainer
+
+    original = Trainer.train_step
+    interrupt_at = int(os.environ.get("FAIRSEQ_INSTRUMENTED_INTERRUPT_AT", "0") or 0)
+
+    def _sync():
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+
+    def train_step(self, samples, *args, **kwargs):
+        ntokens = sum(int(s.get("ntokens", 0)) for s in samples if s)
+        _sync()
+        t0 = time.perf_counter()
+        out = original(self, samples, *args, **kwargs)
+        _sync()
+        stats.data["train_step_seconds"] += time.perf_counter() - t0
+        if out is not None:  # None: step skipped (OOM, fp16 overflow); its time still counts
+            stats.data["train_tokens"] += ntokens
+            stats.data["updates"] += 1
+        stats.write()
+        if interrupt_at and self.get_num_updates() == interrupt_at:
+            os.kill(os.getppid(), signal.SIGINT)
+        return out
+
+    Trainer.train_step = train_step
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) < 3 or argv[0] not in TOOLS or argv[2] != "--":
+        sys.stderr.write(__doc__.split("\n\n")[1] + "\n")
+        sys.stderr.write(f"error: expected '{{{','.join(TOOLS)}}} STATS.json -- ARGS...', got {argv[:3]}\n")
+        return 2
+    tool, stats_path, tool_args = argv[0], argv[1], argv[3:]
+    stats = _Stats(stats_path, tool)
+    stats.data["argv"] = tool_args
+
+    def _final():
+        stats.data["finished"] = time.time()
+        stats.write(force=True)
+
+    atexit.register(_final)
+    if tool == "train":
+        from fairseq_cli import train as module
+
+        _instrument_train_step(stats)
+    else:
+        from fairseq_cli import generate as module
+    sys.argv = [f"fairseq-{tool}"] + tool_args
+    try:
+        module.cli_main()
+    except SystemExit as e:
+        stats.data["exit_code"] = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        raise
+    stats.data["exit_code"] = 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

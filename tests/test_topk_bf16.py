@@ -1,0 +1,77 @@
+"""--lexicon-topk pruning and --lexicon-dtype bf16 of transformer_dhmm."""
+import pytest
+import torch
+from dhmm_testlib import batch, build
+
+from hmm_nmt.criterions.dhmm_label_smoothed_cross_entropy import dhmm_loss
+
+ARCHS = ["transformer_dhmm", "transformer_dhmm_first_order"]
+
+
+def loss_and_grads(m, d, eps=0.1):
+    src, lens, prev, target = batch(d)
+    m.zero_grad()
+    loss, nll, mass = dhmm_loss(m, m(src, lens, prev, features_only=True), target, eps, return_mass=True)
+    loss.backward()
+    return loss.detach(), nll, mass, {n: p.grad.clone() for n, p in m.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_topk_covering_every_position_is_exact(arch):
+    exact, d = build(arch)
+    pruned, _ = build(arch, d, extra=["--lexicon-topk", "5"])  # J = 5 in the test batch
+    pruned.load_state_dict(exact.state_dict())
+    l0, n0, _, g0 = loss_and_grads(exact, d)
+    l1, n1, mass, g1 = loss_and_grads(pruned, d)
+    torch.testing.assert_close(l1, l0)
+    torch.testing.assert_close(n1, n0)
+    assert set(g0) == set(g1)
+    for name in g0:
+        torch.testing.assert_close(g1[name], g0[name], atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(mass, torch.tensor(8.0))  # all mass kept on the 8 target tokens
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_pruned_likelihood_is_a_lower_bound(arch, k):
+    exact, d = build(arch)
+    pruned, _ = build(arch, d, extra=["--lexicon-topk", str(k)])
+    pruned.load_state_dict(exact.state_dict())
+    src, lens, prev, target = batch(d)
+    for m in (exact, pruned):
+        m.eval()
+    full, _ = dhmm_loss(exact, exact(src, lens, prev, features_only=True), target, 0.0)
+    low, _, mass = dhmm_loss(pruned, pruned(src, lens, prev, features_only=True), target, 0.0, return_mass=True)
+    assert low >= full - 1e-5  # losses are negative log-likelihoods
+    assert 0 < mass < 8.0
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_pruned_decoding_is_a_distribution_and_incremental_equals_full(arch):
+    m, d = build(arch, extra=["--lexicon-topk", "2"])
+    m.eval()
+    src, lens, prev, _ = batch(d)
+    log_probs, extra = m(src, lens, prev)
+    torch.testing.assert_close(log_probs.exp().sum(-1), torch.ones(prev.shape))
+    assert ((extra["attn"][0] > 0).sum(-1) <= 2).all()
+    enc = m.encoder(src, src_lengths=lens)
+    inc = {}
+    for step in range(prev.size(1)):
+        out, ex = m.decoder(prev[:, : step + 1], encoder_out=enc, incremental_state=inc)
+        real = prev[:, step].ne(d.pad())  # beam search never feeds padding
+        torch.testing.assert_close(out[real, -1], log_probs[real, step], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(ex["attn"][0][real, -1], extra["attn"][0][real, step], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_bf16_lexicon_within_tolerance_of_fp32(arch):
+    ref, d = build(arch, dim=32)
+    low, _ = build(arch, d, dim=32, extra=["--lexicon-dtype", "bf16"])
+    low.load_state_dict(ref.state_dict())
+    l0, n0, _, g0 = loss_and_grads(ref, d)
+    l1, n1, _, g1 = loss_and_grads(low, d)
+    # bf16 rounds the lexicon matmul inputs to 8 mantissa bits; everything after it is fp32
+    torch.testing.assert_close(l1, l0, rtol=1e-2, atol=0.05)
+    num = sum((g1[n] - g0[n]).norm() ** 2 for n in g0) ** 0.5
+    den = sum(g0[n].norm() ** 2 for n in g0) ** 0.5
+    assert num / den < 0.05, float(num / den)
