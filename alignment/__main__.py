@@ -1,10 +1,11 @@
-"""``python -m alignment {aer,symmetrize,heatmap,baselines} ...``: the console scripts without installing."""
+"""``python -m alignment {aer,symmetrize,align,heatmap,baselines} ...``: the console scripts without installing."""
 import sys
 
 
 def main() -> int:
     commands = {"aer": ("alignment.cli", "aer_main"), "symmetrize": ("alignment.cli", "symmetrize_main"),
-                "heatmap": ("alignment.heatmap", "main"), "baselines": ("alignment.baselines", "main")}
+                "heatmap": ("alignment.heatmap", "main"),
+                "align": ("alignment.extract", "main"), "baselines": ("alignment.baselines", "main")}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         sys.stderr.write(f"usage: python -m alignment {{{','.join(commands)}}} ARGS...\n")
         return 2

@@ -17,7 +17,13 @@
 ``transition``  (J, J) p(j | j') at one target position, or (I, J, J) for every position
                 (then ``--position`` picks i, default 0)            -> DIR/transition_i<i>.png
 
-At least one matrix key must be present.  Shapes are checked against the token lists; a bad file
+At least one matrix key must be present.
+
+``hmm-nmt-heatmap --path CKPT --data DATA-BIN [--subset test] --index K --out-dir DIR [--position I]``
+computes the same matrices for sentence K of a binarized subset with a checkpoint (reference target, as
+``hmm-nmt-align`` does; tokens are the dictionary's pieces with EOS): ``alignment`` and ``posterior`` for a
+``transformer_dhmm`` (and ``transition`` for a first-order one), ``attention`` for a plain ``transformer``
+(``--layers``, default the last two decoder layers). Only this mode imports fairseq.  Shapes are checked against the token lists; a bad file
 gives a one-line error and exit status 2, and no PNG is written for it.
 """
 import argparse
@@ -171,21 +177,91 @@ def render(data: dict, out_dir: str, position: int = 0, prefix: str = "") -> Lis
     return [fn(*a) for fn, a in jobs]
 
 
+def matrices_from_checkpoint(path: str, data: str, subset: str, index: int, layers: Optional[str] = None,
+                             cpu: bool = False) -> dict:
+    """The :func:`render` dict for sentence ``index`` of ``subset``, computed by a checkpoint.
+
+    transformer_dhmm: ``alignment`` and ``posterior`` (and ``transition`` (I, J, J) for a first-order model);
+    plain transformer: ``attention`` averaged over ``layers`` (1-based, comma-separated; default the last
+    two). Tokens are the dictionary pieces, EOS included (row and column). Imports fairseq.
+    """
+    from . import extract
+
+    model, task = extract.load_model(path, data, cpu)
+    methods = extract.available_methods(model)
+    if not methods:
+        raise extract.ExtractionError(extract._unavailable("alignment", extract.model_type(model), methods))
+    if layers is not None and "attention" not in methods:
+        raise extract.ExtractionError("--layers applies to a plain transformer's attention only")
+    lay = extract.parse_layers(layers, model) if "attention" in methods else None
+    first_order = extract.model_type(model) == "dhmm1"
+    (item,) = list(extract.extract_matrices(model, task, subset, [index], methods, lay, first_order, batch_size=1))
+    data = {"src_tokens": item.src_tokens, "tgt_tokens": item.tgt_tokens, **item.matrices}
+    if item.transition is not None:
+        data["transition"] = item.transition
+    return data
+
+
+def _save_npz(path: str, data: dict) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, "." + os.path.basename(path) + ".tmp.npz")
+    try:
+        np.savez(tmp, **{k: np.asarray(v) for k, v in data.items()})
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="hmm-nmt-heatmap", description=__doc__.split("\n\n")[0],
                                 epilog="npz keys: src_tokens, tgt_tokens, and any of alignment, posterior, "
-                                       "attention ((I, J) each), transition ((J, J) or (I, J, J)).")
-    p.add_argument("--npz", required=True, metavar="FILE", help="matrices and tokens (see module docstring)")
+                                       "attention ((I, J) each), transition ((J, J) or (I, J, J)). "
+                                       "--path mode: transformer_dhmm gives alignment and posterior (and "
+                                       "transition for first order), a plain transformer gives attention.")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--npz", metavar="FILE", help="matrices and tokens (see module docstring)")
+    src.add_argument("--path", metavar="CKPT", help="compute the matrices of one sentence pair with this checkpoint")
     p.add_argument("--out-dir", required=True, metavar="DIR")
-    p.add_argument("--position", type=int, default=0, help="target position i for a 3-D transition array")
+    p.add_argument("--position", type=int, default=0, help="target position i (0-based) of the transition matrix")
     p.add_argument("--prefix", default="", help="prefix for the PNG file names")
+    g = p.add_argument_group("checkpoint mode (--path)")
+    g.add_argument("--data", metavar="DATA-BIN", help="fairseq-preprocess output directory")
+    g.add_argument("--subset", default="test", help="subset (default: test)")
+    g.add_argument("--index", type=int, metavar="K", help="sentence K of the subset (0-based line number)")
+    g.add_argument("--layers", metavar="L1,L2", help="plain transformer: 1-based decoder layers to average "
+                                                    "(default: the last two)")
+    g.add_argument("--save-npz", metavar="FILE", help="also write the matrices as an .npz for --npz mode")
+    g.add_argument("--cpu", action="store_true", help="run on the CPU even when a GPU is available")
     args = p.parse_args(argv)
-    try:
-        data = load_npz(args.npz)
-        paths = render(data, args.out_dir, args.position, args.prefix)
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:
-        sys.stderr.write(f"{p.prog}: error: {args.npz}: {e}\n")
-        return 2
+    if args.path is None:
+        for flag in ("data", "index", "layers", "save_npz"):
+            if getattr(args, flag) is not None:
+                p.error(f"--{flag.replace('_', '-')} needs --path")
+        try:
+            data = load_npz(args.npz)
+            paths = render(data, args.out_dir, args.position, args.prefix)
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:
+            sys.stderr.write(f"{p.prog}: error: {args.npz}: {e}\n")
+            return 2
+    else:
+        if args.data is None or args.index is None:
+            p.error("--path needs --data and --index")
+        from .extract import ExtractionError, setup_logging
+
+        setup_logging()
+        try:
+            data = matrices_from_checkpoint(args.path, args.data, args.subset, args.index, args.layers, args.cpu)
+            if "transition" in data and not 0 <= args.position < len(data["tgt_tokens"]):
+                raise ValueError(f"--position {args.position} out of range: sentence {args.index} has "
+                                 f"{len(data['tgt_tokens'])} target tokens with EOS (0-based)")
+            paths = render(data, args.out_dir, args.position, args.prefix)
+            if args.save_npz:
+                _save_npz(args.save_npz, data)
+        except (ExtractionError, OSError, ValueError) as e:
+            sys.stderr.write(f"{p.prog}: error: {e}\n")
+            return 2
     for path in paths:
         print(path)
     return 0

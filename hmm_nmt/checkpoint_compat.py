@@ -3,7 +3,8 @@
 torch 2.6 switched ``torch.load`` to ``weights_only=True``: only tensors, containers and allow-listed classes
 may be unpickled. fairseq 0.12 calls ``torch.load(f, map_location=...)`` without the flag, and its
 checkpoints pickle a few non-tensor objects (``argparse.Namespace`` for legacy ``args``, numpy scalars in the
-training state, enum values of fairseq's dataclass choices in ``cfg``). Instead of turning the check off for
+training state, enum values of fairseq's dataclass choices in ``cfg``, and omegaconf containers in checkpoints
+re-saved after loading, e.g. by fairseq's ``average_checkpoints.py``). Instead of turning the check off for
 every caller (``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``), we allow-list exactly those classes, process-wide, through
 ``torch.serialization.add_safe_globals``; anything else in a checkpoint is still refused.
 """
@@ -46,7 +47,22 @@ def safe_globals():
     if dtypes is not None:
         classes += [v for v in vars(dtypes).values() if isinstance(v, type) and issubclass(v, np.dtype)]
     classes += _fairseq_enums()
+    classes += _omegaconf_classes()
     return classes
+
+
+def _omegaconf_classes():
+    """What a re-saved ``cfg`` (an OmegaConf DictConfig) pickles: its containers, nodes and metadata."""
+    import collections
+    import typing
+
+    try:
+        from omegaconf import DictConfig, ListConfig, base, nodes
+    except ImportError:
+        return []
+    node_types = [v for v in vars(nodes).values() if isinstance(v, type) and issubclass(v, nodes.Node)]
+    return [DictConfig, ListConfig, base.Metadata, base.ContainerMetadata, typing.Any, collections.defaultdict,
+            int, float, bool, str, dict, list] + node_types
 
 
 def install():

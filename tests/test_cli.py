@@ -61,7 +61,7 @@ def test_training_lowers_validation_loss(trained):
 def test_generate_loads_checkpoint_and_prints_alignments(trained, toy):
     _, save, _ = trained
     proc = fairseq("generate", str(toy / "bin"), "--user-dir", USER_DIR, "--path", str(save / "checkpoint_best.pt"),
-                   "--beam", "5", "--batch-size", "16", "--print-alignment")
+                   "--beam", "5", "--batch-size", "16", "--required-batch-size-multiple", "1", "--print-alignment")
     hyps = re.findall(r"^H-(\d+)\t", proc.stdout, re.M)
     aligns = re.findall(r"^A-(\d+)\t(.*)$", proc.stdout, re.M)
     assert len(hyps) == 40 and len(aligns) == 40
@@ -120,5 +120,29 @@ def test_train_and_generate_with_topk_and_bf16(toy, order):
     masses = [float(x) for x in re.findall(r"valid on 'valid' subset .*\| align_mass ([\d.]+)", proc.stderr + proc.stdout)]
     assert len(masses) == 2 and all(0 < m <= 1 for m in masses), masses
     gen = fairseq("generate", str(toy / "bin"), "--user-dir", USER_DIR, "--path", str(save / "checkpoint_last.pt"),
-                  "--beam", "5", "--batch-size", "16", "--print-alignment")
+                  "--beam", "5", "--batch-size", "16", "--required-batch-size-multiple", "1", "--print-alignment")
     assert len(re.findall(r"^H-\d+\t", gen.stdout, re.M)) == 40
+
+
+class _NotAllowListed:
+    pass
+
+
+def test_checkpoint_loading_allow_list(trained, toy, tmp_path):
+    """Stock and re-saved (averaged-style, omegaconf cfg) checkpoints load with weights_only; others do not."""
+    import pickle
+
+    import torch
+
+    import hmm_nmt  # noqa: F401
+    from fairseq import checkpoint_utils
+
+    _, save, _ = trained
+    state = checkpoint_utils.load_checkpoint_to_cpu(str(save / "checkpoint_best.pt"))
+    torch.save(state, tmp_path / "resaved.pt")  # what fairseq's average_checkpoints.py writes
+    models, _, _ = checkpoint_utils.load_model_ensemble_and_task(
+        [str(tmp_path / "resaved.pt")], arg_overrides={"data": str(toy / "bin")})
+    assert type(models[0]).__name__ == "TransformerDHMMModel"
+    torch.save({"model": {}, "evil": _NotAllowListed()}, tmp_path / "other.pt")
+    with pytest.raises(pickle.UnpicklingError):
+        torch.load(tmp_path / "other.pt")

@@ -37,12 +37,13 @@ fairseq-train "$OUT/data-bin" --user-dir "$ROOT/hmm_nmt" --arch transformer_dhmm
 
 echo "== 4/5 fairseq-generate (beam 5) on the test set"
 fairseq-generate "$OUT/data-bin" --user-dir "$ROOT/hmm_nmt" --path "$OUT/checkpoints/checkpoint_last.pt" \
-  --beam 5 --batch-size 64 --print-alignment > "$OUT/generate.out" 2> "$OUT/generate.log"
+  --beam 5 --batch-size 64 --required-batch-size-multiple 1 --print-alignment > "$OUT/generate.out" 2> "$OUT/generate.log"
 grep '^H-' "$OUT/generate.out" | sort -t- -k2 -n | cut -f3 > "$OUT/test.hyp"
 grep '^T-' "$OUT/generate.out" | sort -t- -k2 -n | cut -f2 > "$OUT/test.ref"
 
 echo "== 5/5 scores (sacrebleu, tokenized toy text: -tok none)"
-sacrebleu "$OUT/test.ref" -i "$OUT/test.hyp" -m bleu ter -tok none -b -w 2 \
-  | paste -sd' ' | awk '{print "BLEU = " $1 "   TER = " $2}'
+BLEU=$(sacrebleu "$OUT/test.ref" -i "$OUT/test.hyp" -m bleu -tok none -b -w 2)
+TER=$(sacrebleu "$OUT/test.ref" -i "$OUT/test.hyp" -m ter -b -w 2)
+echo "BLEU = $BLEU   TER = $TER   ($(wc -l < "$OUT/test.hyp") test sentences)"
 "$PY" examples/toy/show_examples.py "$OUT/generate.out" --n 3
 if [ -f examples/toy/aer.sh ]; then bash examples/toy/aer.sh "$OUT"; fi

@@ -1,0 +1,215 @@
+"""Sequence taggers for the ``sequence_tagging`` task: HNMC, HNMC2, HNMC-CN and the paper's baselines.
+
+One model, ``sequence_tagger``, with an architecture per sequence core::
+
+    hnmc_tagger  hnmc2_tagger  hnmc_cn_tagger      (hidden neural Markov chains, hmm_nmt.hmm.hnmc)
+    rnn_tagger   birnn_tagger                      (tanh RNN, left-to-right / bidirectional)
+    bilstm_tagger  bigru_tagger                    (bidirectional LSTM / GRU)
+
+All share the embedding options (``--embed-dim``, learned, or ``--embed-path`` pretrained vectors from a
+text file with one ``word v1 ... vD`` per line, an optional ``count dim`` header line, ``--freeze-embed``)
+and the paper's three architectures (``--tagger-architecture``, alias ``--hnmc-architecture``):
+
+1. the model only: its states (hidden units) are the tags,
+2. ``--num-layers`` models of ``--hidden-size`` then an affine map and a softmax,
+3. ``--num-layers`` models of ``--hidden-size`` then a model whose states are the tags.
+
+Every model ends with a softmax over tags (log-probabilities out): for the RNNs, a log-softmax of the
+tanh outputs (bidirectional: forward + backward outputs summed where the tags are the hidden units,
+concatenated elsewhere; ``--hidden-size`` is per direction); for the HNMCs, the log of the EFB
+posteriors, already a distribution. ``forward(src_tokens, src_lengths)`` returns (B, T, n_tags), the
+contract of :mod:`hmm_nmt.tasks.sequence_tagging`.
+"""
+import logging
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from fairseq.models import BaseFairseqModel, register_model, register_model_architecture
+
+from hmm_nmt.hmm.hnmc import make_architecture
+
+logger = logging.getLogger(__name__)
+
+CORES = ("hnmc", "hnmc2", "hnmc_cn", "rnn", "birnn", "bilstm", "bigru")
+_RNN = {"rnn": (nn.RNN, False), "birnn": (nn.RNN, True), "bilstm": (nn.LSTM, True), "bigru": (nn.GRU, True)}
+
+
+def read_embedding_file(path, dictionary, embed_dim, lowercase_fallback=True):
+    """Vectors for the words of ``dictionary`` from a text file (word2vec/GloVe text format).
+
+    Returns ``(tensor (len(dictionary), embed_dim) or None rows, found mask)``. A line whose vector has
+    another size than ``embed_dim`` raises ``ValueError`` naming the file and line.
+    """
+    wanted = {dictionary[i]: i for i in range(dictionary.nspecial, len(dictionary))}
+    lower = {}
+    if lowercase_fallback:
+        for w, i in wanted.items():
+            lower.setdefault(w.lower(), []).append(i)
+    vectors = torch.zeros(len(dictionary), embed_dim)
+    found = torch.zeros(len(dictionary), dtype=torch.bool)
+    exact = torch.zeros(len(dictionary), dtype=torch.bool)
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for lineno, line in enumerate(f, start=1):
+            parts = line.rstrip().split(" ")
+            if lineno == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
+                continue  # word2vec header "count dim"
+            if len(parts) < 2:
+                continue
+            if len(parts) - 1 != embed_dim:
+                raise ValueError(f"{path}:{lineno}: vector of size {len(parts) - 1}, expected --embed-dim {embed_dim}")
+            word = parts[0]
+            targets = []
+            if word in wanted:
+                targets.append((wanted[word], True))
+            for i in lower.get(word, []):
+                targets.append((i, False))
+            if not targets:
+                continue
+            vec = torch.tensor([float(x) for x in parts[1:]])
+            for i, is_exact in targets:
+                if is_exact or not exact[i]:
+                    vectors[i] = vec
+                    found[i] = True
+                    exact[i] |= is_exact
+    return vectors, found
+
+
+class RNNCore(nn.Module):
+    """A (bi)directional RNN/LSTM/GRU layer on right-padded input (packed, so padding never leaks)."""
+
+    def __init__(self, kind, input_dim, hidden_size, combine="concat"):
+        super().__init__()
+        cls, self.bidirectional = _RNN[kind]
+        kwargs = {"nonlinearity": "tanh"} if cls is nn.RNN else {}
+        self.rnn = cls(input_dim, hidden_size, batch_first=True, bidirectional=self.bidirectional, **kwargs)
+        self.combine = combine
+        self.output_dim = hidden_size * (2 if self.bidirectional and combine == "concat" else 1)
+
+    def forward(self, x, lengths):
+        packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        out, _ = self.rnn(packed)
+        out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.size(1))
+        if self.bidirectional and self.combine == "sum":
+            fwd, bwd = out.chunk(2, dim=-1)
+            out = fwd + bwd
+        return out
+
+
+class RNNArchitecture(nn.Module):
+    """The paper's architectures 1-3 for the RNN baselines (log-probabilities out)."""
+
+    def __init__(self, kind, architecture, input_dim, num_outputs, hidden_size, num_layers=1):
+        super().__init__()
+        layers, dim = [], input_dim
+        if architecture in (2, 3):
+            for _ in range(num_layers):
+                layers.append(RNNCore(kind, dim, hidden_size, "concat"))
+                dim = layers[-1].output_dim
+        if architecture in (1, 3):
+            layers.append(RNNCore(kind, dim, num_outputs, "sum"))
+            self.classifier = None
+        elif architecture == 2:
+            self.classifier = nn.Linear(dim, num_outputs)
+        else:
+            raise ValueError(f"architecture must be 1, 2 or 3, got {architecture}")
+        self.layers = nn.ModuleList(layers)
+
+    def forward(self, x, lengths):
+        for layer in self.layers:
+            x = layer(x, lengths)
+        if self.classifier is not None:
+            x = self.classifier(x)
+        return F.log_softmax(x, dim=-1)
+
+
+@register_model("sequence_tagger")
+class SequenceTaggerModel(BaseFairseqModel):
+    """Embedding + sequence core + softmax over tags; see the module docstring."""
+
+    def __init__(self, args, embed, core, padding_idx):
+        super().__init__()
+        self.args = args
+        self.embed = embed
+        self.core = core
+        self.padding_idx = padding_idx
+        self.dropout = nn.Dropout(args.dropout)
+        self.core_kind = args.tagger_core
+
+    @staticmethod
+    def add_args(parser):
+        parser.add_argument("--tagger-core", choices=CORES, help="sequence core (set by the --arch)")
+        parser.add_argument("--tagger-architecture", "--hnmc-architecture", dest="tagger_architecture",
+                            type=int, choices=[1, 2, 3],
+                            help="1: model only; 2: model + feed-forward; 3: two models stacked")
+        parser.add_argument("--embed-dim", type=int, help="word embedding size")
+        parser.add_argument("--embed-path", type=str, help="pretrained word vectors (text: word v1 ... vD)")
+        parser.add_argument("--freeze-embed", action="store_true", help="do not train the embeddings")
+        parser.add_argument("--hidden-size", type=int, help="hidden size (states/units, per direction) of arch 2/3")
+        parser.add_argument("--num-layers", type=int, help="hidden sequence layers in arch 2/3 (K)")
+        parser.add_argument("--dropout", type=float, help="dropout on the embeddings")
+        parser.add_argument("--hnmc-activation", choices=["melu", "exp", "sigmoid"],
+                            help="positive last activation of the HNMC networks")
+
+    @classmethod
+    def build_model(cls, args, task):
+        base_tagger(args)
+        words, tags = task.source_dictionary, task.target_dictionary
+        embed = nn.Embedding(len(words), args.embed_dim, padding_idx=words.pad())
+        nn.init.normal_(embed.weight, mean=0.0, std=args.embed_dim ** -0.5)
+        if args.embed_path:
+            vectors, found = read_embedding_file(args.embed_path, words, args.embed_dim)
+            with torch.no_grad():
+                embed.weight[found] = vectors[found]
+            logger.info(f"{args.embed_path}: pretrained vectors for {int(found.sum())} of "
+                        f"{len(words) - words.nspecial} words")
+        with torch.no_grad():
+            embed.weight[words.pad()] = 0
+        if args.freeze_embed:
+            embed.weight.requires_grad_(False)
+        n_tags = len(tags)
+        if args.tagger_core in ("hnmc", "hnmc2", "hnmc_cn"):
+            core = make_architecture(args.tagger_core, args.tagger_architecture, args.embed_dim, n_tags,
+                                     args.hidden_size, args.num_layers, args.hnmc_activation)
+        else:
+            core = RNNArchitecture(args.tagger_core, args.tagger_architecture, args.embed_dim, n_tags,
+                                   args.hidden_size, args.num_layers)
+        return cls(args, embed, core, words.pad())
+
+    def forward(self, src_tokens, src_lengths=None, **kwargs):
+        mask = src_tokens.ne(self.padding_idx)
+        if src_lengths is None:
+            src_lengths = mask.sum(1)
+        x = self.dropout(self.embed(src_tokens))
+        if self.core_kind.startswith("hnmc"):
+            return self.core(x, mask)
+        return self.core(x, src_lengths)
+
+    def max_positions(self):
+        return None
+
+
+def base_tagger(args):
+    args.tagger_architecture = getattr(args, "tagger_architecture", None) or 2
+    args.embed_dim = getattr(args, "embed_dim", None) or 100
+    args.embed_path = getattr(args, "embed_path", None)
+    args.freeze_embed = getattr(args, "freeze_embed", False)
+    args.hidden_size = getattr(args, "hidden_size", None) or 32
+    args.num_layers = getattr(args, "num_layers", None) or 1
+    args.dropout = getattr(args, "dropout", None)
+    if args.dropout is None:
+        args.dropout = 0.0
+    args.hnmc_activation = getattr(args, "hnmc_activation", None) or "melu"
+
+
+def _arch(core):
+    def fn(args):
+        args.tagger_core = core
+        base_tagger(args)
+
+    fn.__name__ = f"{core}_tagger"
+    return fn
+
+
+for _core in CORES:
+    register_model_architecture("sequence_tagger", f"{_core}_tagger")(_arch(_core))

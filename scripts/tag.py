@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Tag a CoNLL file with a trained ``sequence_tagging`` checkpoint; write CoNLL with the predicted tags.
+
+    python scripts/tag.py --path checkpoints/checkpoint_best.pt --input test.txt --output test.tagged
+
+Each output line is the input line's columns followed by the predicted tag (the conlleval layout when
+the input has a gold column: ``word ... gold predicted``). The words are read from ``--word-column``
+(default: the column the model was trained on). The task (and its dictionaries) is rebuilt from the
+training data recorded in the checkpoint; if that data moved, pass ``--data``/``--train-file``.
+With ``--gold-column`` the script also prints tag accuracy and seqeval's chunk F1.
+The output is written to a temporary file and renamed, so a failed run leaves no partial file.
+"""
+import argparse
+import logging
+import os
+import sys
+
+import torch
+from tqdm import tqdm
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+import hmm_nmt  # noqa: E402,F401  (registers the task/models, makes checkpoints loadable)
+from hmm_nmt.conll import CoNLLFormatError, check_column, read_conll, write_conll  # noqa: E402
+from hmm_nmt.criterions.tagging_cross_entropy import predict_tags  # noqa: E402
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--path", required=True, help="checkpoint (checkpoint_best.pt)")
+    p.add_argument("--input", required=True, help="CoNLL file to tag (.gz allowed)")
+    p.add_argument("--output", required=True, help="CoNLL output file")
+    p.add_argument("--word-column", type=int, default=None, help="word column of the input (default: training's)")
+    p.add_argument("--gold-column", type=int, default=None, help="gold tag column: print accuracy and chunk F1")
+    p.add_argument("--data", default=None, help="override the training data directory recorded in the checkpoint")
+    p.add_argument("--train-file", default=None, help="override the training file recorded in the checkpoint")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--cpu", action="store_true", help="never use CUDA")
+    return p.parse_args(argv)
+
+
+def load(path, overrides):
+    from fairseq import checkpoint_utils
+
+    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides)
+    return models[0], task
+
+
+def tag_sentences(model, task, words_per_sentence, batch_size=64, device="cpu", progress=True):
+    """Predicted tag strings for lists of words (the same lowercasing/unknown handling as training)."""
+    args = task.args
+    wd, td = task.source_dictionary, task.target_dictionary
+    order = sorted(range(len(words_per_sentence)), key=lambda i: len(words_per_sentence[i]))
+    out = [None] * len(words_per_sentence)
+    bar = tqdm(total=len(order), desc="tagging", unit="sent", disable=not progress, file=sys.stderr)
+    for start in range(0, len(order), batch_size):
+        ids = order[start:start + batch_size]
+        T = max(len(words_per_sentence[i]) for i in ids)
+        src = torch.full((len(ids), T), wd.pad(), dtype=torch.long)
+        for r, i in enumerate(ids):
+            ws = [w.lower() for w in words_per_sentence[i]] if args.lowercase else words_per_sentence[i]
+            src[r, : len(ws)] = torch.tensor([wd.index(w) for w in ws])
+        lengths = src.ne(wd.pad()).sum(1)
+        with torch.no_grad():
+            net_out = model(src.to(device), lengths.to(device))
+            lprobs = model.get_normalized_probs(net_out, log_probs=True)
+        pred = predict_tags(lprobs, td.nspecial).cpu()
+        for r, i in enumerate(ids):
+            out[i] = [td[j] for j in pred[r, : len(words_per_sentence[i])].tolist()]
+        bar.update(len(ids))
+    bar.close()
+    return out
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    overrides = {}
+    if args.data:
+        overrides["data"] = args.data
+    if args.train_file:
+        overrides["train_file"] = args.train_file
+    try:
+        sentences = read_conll(args.input)
+        model, task = load(args.path, overrides)
+        word_col = task.args.word_column if args.word_column is None else args.word_column
+        check_column(args.input, sentences, word_col, "word")
+        if args.gold_column is not None:
+            check_column(args.input, sentences, args.gold_column, "gold")
+    except (CoNLLFormatError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    device = "cuda" if torch.cuda.is_available() and not args.cpu else "cpu"
+    model.to(device).eval()
+    preds = tag_sentences(model, task, [s.column(word_col) for s in sentences], args.batch_size, device)
+    write_conll(args.output, ([cols + [p] for cols, p in zip(s.rows, pred)] for s, pred in zip(sentences, preds)))
+    n_tok = sum(len(s) for s in sentences)
+    print(f"tagged {len(sentences)} sentences, {n_tok} tokens -> {args.output}", file=sys.stderr)
+    if args.gold_column is not None:
+        from seqeval.metrics import f1_score
+
+        gold = [s.column(args.gold_column) for s in sentences]
+        correct = sum(g == p for gs, ps in zip(gold, preds) for g, p in zip(gs, ps))
+        print(f"accuracy {100.0 * correct / n_tok:.2f}")
+        if task.bio:
+            print(f"chunk_f1 {100.0 * f1_score(gold, preds):.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
