@@ -15,7 +15,6 @@ happens to emit. With ``--checkpoint NAME=PATH`` (repeatable) trained models dec
 """
 import argparse
 import json
-import multiprocessing as mp
 import os
 import resource
 import sys
@@ -23,7 +22,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_train import BASE_ARCH, model_flags, toy_data_bin  # noqa: E402
+from bench_train import model_flags, run_children, toy_data_bin  # noqa: E402
 
 
 def run_one(spec, opts, queue):
@@ -108,22 +107,11 @@ def main(argv=None):
             model_flags(spec)
     if opts.data is not None and not os.path.isdir(opts.data):
         ap.error(f"--data {opts.data}: no such directory")
-    results = []
     with tempfile.TemporaryDirectory() as tmp:
         if opts.data is None:
             opts.data = toy_data_bin(tmp)
-        ctx = mp.get_context("spawn")
-        for spec in models:
-            queue = ctx.Queue()
-            proc = ctx.Process(target=run_one, args=(spec, opts, queue))
-            proc.start()
-            proc.join()
-            if proc.exitcode != 0:
-                raise SystemExit(f"bench_decode.py: {spec} failed (exit code {proc.exitcode})")
-            results.append(queue.get())
-            r = results[-1]
-            print(f"{spec:<30} {r['sent_per_s']:>8.1f} sent/s {r['tok_per_s']:>8.0f} tok/s {r['peak_mb']:>7.0f} MB",
-                  file=sys.stderr, flush=True)
+        results = run_children("bench_decode.py", models, run_one, opts, lambda r: (
+            f"{r['sent_per_s']:>8.1f} sent/s {r['tok_per_s']:>8.0f} tok/s {r['peak_mb']:>7.0f} MB"))
     base = next((r for r in results if r["model"] == "transformer"), results[0])
     print(f"\n{'model':<30} {'sent/s':>8} {'tok/s':>8} {'ratio':>7} {'peak MB':>8}  (beam {opts.beam})")
     for r in results:

@@ -1,16 +1,22 @@
 #!/usr/bin/env python3
-"""Throughput of the fused chunked lexicon kernel against a plain matmul of the same shape.
+"""Throughput of the fused chunked lexicon kernel against plain matmuls of the same shapes.
 
 The exact zero-order lexicon of one update projects N = tokens x source-length rows of width d onto the
-vocabulary V, forward and backward: three matmuls of N x d x V (logits, grad of the hidden, grad of the
-weight), 6 N d V flop, plus one recomputation of the logits in backward (2 N d V more, not counted as
-useful work). The script times ``LexiconScores`` forward+backward and reports its useful GFLOP/s
-(6 N d V / time) next to the GFLOP/s of plain ``torch.mm`` on a chunk of the same shape, for fp32 and bf16,
-and the peak extra memory of each (tracemalloc cannot see torch's allocator, so we report the size of the
-logits the kernel keeps alive: chunk x V, against the N x V an unchunked version would hold).
+vocabulary V, forward and backward. Its useful work is three matmuls of N x d x V (logits, grad of the
+hidden, grad of the weight): 6 N d V flop. Backward recomputes the logits instead of keeping N x V of them,
+one more matmul (8 N d V executed flop in all).
+
+For each dtype the script times, interleaved and best of ``--repeat``:
+  * matmul: the kernel's three matmul shapes on one chunk (C x d @ d x V, C x V @ V x d, V x C @ C x d),
+    scaled to N rows: the time an ideal kernel would need for the useful work;
+  * lexicon: ``LexiconScores`` forward + backward on all N rows.
+and prints GFLOP/s of both and two ratios: ``useful`` = 6NdV-time of the matmuls / lexicon time, and
+``executed`` = 8NdV-time (recomputation included) / lexicon time, i.e. how close to matmul speed the kernel
+runs while it works. Memory: the kernel keeps one chunk x V logits buffer alive, against N x V unchunked.
 
 Default shape: a small Multi30k model (d=256, joint BPE vocabulary ~9k, ~3.4k target tokens per update,
-~14 source tokens per sentence), i.e. N = 3400 x 14 rows; ``--rows`` scales it down for quick runs.
+~14 source tokens per sentence), i.e. N = 3400 x 14 rows; ``--rows`` scales it down for quick runs. The
+output projection of fairseq's decoder has no bias, so neither has the default benchmark (``--bias``).
 """
 import argparse
 import os
@@ -23,14 +29,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from hmm_nmt.hmm.lexicon import LEXICON_DTYPES, lexicon_scores  # noqa: E402
 
 
-def best_time(fn, repeat):
+def timed(fn, sync):
+    sync()
+    t0 = time.perf_counter()
     fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+    sync()
+    return time.perf_counter() - t0
 
 
 def main(argv=None):
@@ -39,36 +43,56 @@ def main(argv=None):
     ap.add_argument("--dim", type=int, default=256)
     ap.add_argument("--vocab", type=int, default=9000)
     ap.add_argument("--chunk", type=int, default=1024, help="--lexicon-chunk-size")
+    ap.add_argument("--bias", action="store_true", help="give the output projection a bias")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"], choices=sorted(LEXICON_DTYPES))
     opts = ap.parse_args(argv)
+    if opts.rows < 1 or opts.chunk < 1 or opts.repeat < 1:
+        ap.error("--rows, --chunk and --repeat must be positive")
     torch.set_num_threads(opts.threads)
+    dev = torch.device(opts.device)
+    sync = torch.cuda.synchronize if opts.device == "cuda" else (lambda: None)
     n, d, v = opts.rows, opts.dim, opts.vocab
+    c = min(opts.chunk, n)
     g = torch.Generator().manual_seed(0)
-    hidden = torch.randn(n, d, generator=g).requires_grad_()
-    weight = (torch.randn(v, d, generator=g) * d ** -0.5).requires_grad_()
-    bias = torch.zeros(v, requires_grad=True)
-    target = torch.randint(0, v, (n,), generator=g)
-    useful = 6.0 * n * d * v
-    print(f"N={n} rows, d={d}, V={v}, chunk={opts.chunk}, threads={opts.threads}")
-    print(f"{'dtype':<6} {'matmul GFLOP/s':>15} {'lexicon GFLOP/s':>16} {'ratio':>6} {'fwd+bwd s':>10} "
-          f"{'logits kept MB':>15} {'unchunked MB':>13}")
+    hidden = torch.randn(n, d, generator=g).to(dev).requires_grad_()
+    weight = (torch.randn(v, d, generator=g) * d ** -0.5).to(dev).requires_grad_()
+    bias = torch.zeros(v, device=dev, requires_grad=True) if opts.bias else None
+    target = torch.randint(0, v, (n,), generator=g).to(dev)
+    print(f"N={n} rows, d={d}, V={v}, chunk={c}, bias={opts.bias}, threads={opts.threads}, device={opts.device}")
+    print(f"{'dtype':<6} {'matmul GF/s':>12} {'useful GF/s':>12} {'executed GF/s':>14} {'useful':>7} {'executed':>9} "
+          f"{'fwd+bwd s':>10} {'chunk MB':>9} {'unchunked MB':>13}")
     for name in opts.dtypes:
         dtype = LEXICON_DTYPES[name]
-        a = hidden.detach()[: opts.chunk].to(dtype)
+        a = hidden.detach()[:c].to(dtype)
         w = weight.detach().to(dtype)
-        mm = best_time(lambda: torch.mm(a, w.t()), opts.repeat)
-        mm_gflops = 2.0 * a.size(0) * d * v / mm / 1e9
+        p = torch.randn(c, v, generator=g).to(dev).to(dtype)
+
+        def matmuls():
+            torch.mm(a, w.t()), torch.mm(p, w), torch.mm(p.t(), a)
+
+        def fwd_mm():
+            torch.mm(a, w.t())
 
         def step():
-            gold, mean = lexicon_scores(hidden, weight, bias, target, opts.chunk, dtype)
+            gold, mean = lexicon_scores(hidden, weight, bias, target, c, dtype)
             (gold.sum() + 0.1 * mean.sum()).backward()
+            hidden.grad = weight.grad = None
 
-        t = best_time(step, opts.repeat)
-        lex_gflops = useful / t / 1e9
-        print(f"{name:<6} {mm_gflops:>15.1f} {lex_gflops:>16.1f} {lex_gflops / mm_gflops:>6.2f} {t:>10.2f} "
-              f"{opts.chunk * v * 4 / 2 ** 20:>15.1f} {n * v * 4 / 2 ** 20:>13.0f}")
+        step()
+        matmuls()
+        t_mm = t_fwd = t_lex = float("inf")
+        for _ in range(opts.repeat):
+            t_mm = min(t_mm, timed(matmuls, sync))
+            t_fwd = min(t_fwd, timed(fwd_mm, sync))
+            t_lex = min(t_lex, timed(step, sync))
+        ideal = t_mm * n / c  # three matmuls on all rows
+        executed_ideal = (t_mm + t_fwd) * n / c
+        print(f"{name:<6} {6.0 * c * d * v / t_mm / 1e9:>12.1f} {6.0 * n * d * v / t_lex / 1e9:>12.1f} "
+              f"{8.0 * n * d * v / t_lex / 1e9:>14.1f} {ideal / t_lex:>7.2f} {executed_ideal / t_lex:>9.2f} "
+              f"{t_lex:>10.2f} {c * v * 4 / 2 ** 20:>9.1f} {n * v * 4 / 2 ** 20:>13.0f}")
 
 
 if __name__ == "__main__":

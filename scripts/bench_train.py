@@ -50,6 +50,26 @@ def toy_data_bin(workdir):
     return out
 
 
+def run_children(prog, specs, target, opts, describe):
+    """Run ``target(spec, opts, queue)`` for each spec in its own spawned child, one after the other.
+
+    A fresh process per model makes peak memory (RSS) per model and keeps one model's allocator and
+    thread state from colouring the next one's timing. Returns the dicts the children put on the queue.
+    """
+    ctx = mp.get_context("spawn")
+    results = []
+    for spec in specs:
+        queue = ctx.Queue()
+        proc = ctx.Process(target=target, args=(spec, opts, queue))
+        proc.start()
+        proc.join()
+        if proc.exitcode != 0:
+            raise SystemExit(f"{prog}: {spec} failed (exit code {proc.exitcode})")
+        results.append(queue.get())
+        print(f"{spec:<40} {describe(results[-1])}", file=sys.stderr, flush=True)
+    return results
+
+
 def run_one(spec, opts, queue):
     import torch
 
@@ -123,19 +143,8 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         if opts.data is None:
             opts.data = toy_data_bin(tmp)
-        ctx = mp.get_context("spawn")
-        results = []
-        for spec in opts.models:
-            queue = ctx.Queue()
-            proc = ctx.Process(target=run_one, args=(spec, opts, queue))
-            proc.start()
-            proc.join()
-            if proc.exitcode != 0:
-                raise SystemExit(f"bench_train.py: {spec} failed (exit code {proc.exitcode})")
-            results.append(queue.get())
-            r = results[-1]
-            print(f"{spec:<40} {r['tok_per_s']:>10.0f} tok/s  {r['peak_mb']:>8.0f} MB peak  "
-                  f"{r['params'] / 1e6:>7.2f} M params", file=sys.stderr, flush=True)
+        results = run_children("bench_train.py", opts.models, run_one, opts, lambda r: (
+            f"{r['tok_per_s']:>10.0f} tok/s  {r['peak_mb']:>8.0f} MB peak  {r['params'] / 1e6:>7.2f} M params"))
     base = next((r for r in results if r["model"] == "transformer"), results[0])
     print(f"\n{'model':<40} {'tok/s':>10} {'ratio':>7} {'peak MB':>9} {'mem ratio':>9} {'params':>10}")
     for r in results:

@@ -40,14 +40,15 @@ def test_incremental_decoding_equals_full_forward_with_beam_reordering(model):
     words = [d.index(f"w{k}") for k in range(9)]
     hist = torch.full((4, 1), d.eos())
     inc = {}
-    for step in range(5):
+    for step in range(6):
         if step > 0:
-            # the beam keeps, per sentence, a shuffled choice of its hypotheses
-            new_order = torch.tensor([[1, 1], [0, 1], [1, 0]][step % 3] + [3, 2])
+            # the beam keeps, per sentence, a shuffled choice of its hypotheses; at the last step sentence
+            # 0 is finished and the batch shrinks (the source caches must then be reordered too)
+            new_order = torch.tensor([[1, 1], [0, 1], [1, 0]][step % 3] + [3, 2]) if step < 5 else torch.tensor([3, 2])
             m.decoder.reorder_incremental_state_scripting(inc, new_order)
             enc = m.encoder.reorder_encoder_out(enc, new_order)
             hist = hist[new_order]
-            nxt = torch.tensor(words)[torch.randint(0, 9, (4, 1), generator=g)]
+            nxt = torch.tensor(words)[torch.randint(0, 9, (len(new_order), 1), generator=g)]
             hist = torch.cat([hist, nxt], dim=1)
         step_out, step_extra = m.decoder(hist, encoder_out=enc, incremental_state=inc)
         full_out, full_extra = m.decoder(hist, encoder_out=enc)

@@ -72,3 +72,71 @@ def test_log_mixture_equals_materialised_mixture():
         torch.testing.assert_close(out, expected)
         torch.testing.assert_close(logz, torch.logsumexp(hidden @ weight.t() + bias, -1))
     torch.testing.assert_close(out.exp().sum(-1), torch.ones(bsz, tgt_len, dtype=torch.float64))
+
+
+def mixture_problem(seed=1, bsz=2, tgt_len=3, src_len=4, d=5, vocab=11):
+    g = torch.Generator().manual_seed(seed)
+    src_feat = torch.randn(bsz, src_len, d, generator=g, dtype=torch.float64)
+    tgt_feat = torch.randn(bsz, tgt_len, d, generator=g, dtype=torch.float64)
+    log_align = torch.randn(bsz, tgt_len, src_len, generator=g, dtype=torch.float64)
+    log_align[1, :, -1] = -1e9
+    weight = torch.randn(vocab, d, generator=g, dtype=torch.float64)
+    bias = torch.randn(vocab, generator=g, dtype=torch.float64)
+    return src_feat, tgt_feat, log_align.log_softmax(-1), weight, bias
+
+
+def test_log_mixture_differentiable_path_equals_buffered_path_and_gradchecks():
+    # with gradients the mixture runs without the reused buffers (out= is not differentiable)
+    inputs = mixture_problem()
+    with torch.no_grad():
+        fast, fast_logz = log_mixture(*inputs, 5, return_logz=True)
+    leaves = [x.clone().requires_grad_() for x in inputs]
+    slow, slow_logz = log_mixture(*leaves, 5, return_logz=True)
+    torch.testing.assert_close(slow, fast)
+    torch.testing.assert_close(slow_logz, fast_logz)
+    assert torch.autograd.gradcheck(lambda *x: log_mixture(*x, 3), tuple(leaves))
+
+
+def test_frozen_weight_and_bias_only_hidden_gradient():
+    hidden, weight, bias, target = problem()
+    h = hidden.clone().requires_grad_()
+    gold, mean = lexicon_scores(h, weight, bias, target, 8)
+    (gold.sum() + 0.3 * mean.sum()).backward()
+    ref = hidden.clone().requires_grad_()
+    rgold, rmean = reference_lexicon_scores(ref, weight, bias, target)
+    (rgold.sum() + 0.3 * rmean.sum()).backward()
+    torch.testing.assert_close(h.grad, ref.grad)
+
+
+def test_bf16_with_bias_within_tolerance():
+    hidden, weight, bias, target = problem(n=64, d=32, vocab=500, dtype=torch.float32)
+    leaves = [t.clone().requires_grad_() for t in (hidden, weight, bias)]
+    gold, mean = lexicon_scores(*leaves, target, 24, torch.bfloat16)
+    (gold.sum() + 0.1 * mean.sum()).backward()
+    ref = [t.clone().requires_grad_() for t in (hidden, weight, bias)]
+    rgold, rmean = lexicon_scores(*ref, target, 24)
+    (rgold.sum() + 0.1 * rmean.sum()).backward()
+    torch.testing.assert_close(gold, rgold, atol=0.15, rtol=0.02)
+    for x, y in zip(leaves, ref):
+        assert (x.grad - y.grad).norm() / y.grad.norm() < 0.03
+
+
+@pytest.mark.parametrize("scale", [1.0, 60.0])
+def test_log_mixture_probability_and_log_space_paths(scale):
+    # scale 60: logits span far more than _SAFE_RANGE, so the log-space fallback runs
+    src_feat, tgt_feat, log_align, weight, bias = mixture_problem(seed=3, src_len=5, vocab=17)
+    weight = weight * scale
+    hidden = torch.relu(src_feat[:, None] + tgt_feat[:, :, None])
+    logits = hidden @ weight.t() + bias
+    if scale > 1:
+        assert (logits.amax(-1) - logits.amin(-1)).max() > 60
+    expected = torch.logsumexp(log_align[..., None] + torch.log_softmax(logits, -1), dim=2)
+    for chunk in (1, 6, 100):
+        out, logz = log_mixture(src_feat, tgt_feat, log_align, weight, bias, chunk, return_logz=True)
+        torch.testing.assert_close(out, expected)
+        torch.testing.assert_close(logz, torch.logsumexp(logits, -1))
+    keep = log_align.topk(2, dim=-1).indices
+    kept = log_align.gather(-1, keep).log_softmax(-1)
+    pruned = torch.full_like(log_align, -1e9).scatter(-1, keep, kept)
+    expected = torch.logsumexp(pruned[..., None] + torch.log_softmax(logits, -1), dim=2)
+    torch.testing.assert_close(log_mixture(src_feat, tgt_feat, pruned, weight, bias, 4, keep_idx=keep), expected)

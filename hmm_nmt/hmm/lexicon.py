@@ -21,21 +21,55 @@ import torch
 from torch import Tensor
 
 LEXICON_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+# log_mixture sums probabilities instead of log-probabilities when every lexicon row's logits span at most
+# this much: exp(-60) / (J V) stays far above the smallest normal float32 (1e-38)
+_SAFE_RANGE = 60.0
 
 
 def _low(dtype: torch.dtype, like: Tensor) -> bool:
     return dtype != torch.float32 and like.dtype != torch.float64
 
 
-def _logits(hidden: Tensor, weight: Tensor, bias: Optional[Tensor], dtype: torch.dtype) -> Tensor:
-    """fp32 logits of one chunk; the matmul may run in a lower precision (bf16), accumulation stays fp32.
+class _ChunkLogits:
+    """Logits of row chunks into buffers allocated once per call.
 
-    ``weight`` should already be in ``dtype`` (converted once per call, not per chunk). The bias is fused
-    into the matmul (fp32) or added in place (bf16), so a chunk allocates one (rows, V) buffer.
+    A fresh (rows, V) tensor per chunk would cost more than the log-sum-exp itself: the allocator returns
+    large blocks to the OS, and every new one is paid again in page faults. The matmul writes into ``out``
+    (fp32) or into a bf16 buffer converted into ``out`` (the matmul may run in a lower precision; the
+    products accumulate in fp32 inside it and everything after it is fp32). ``weight`` is converted to
+    ``dtype`` once; the bias is fused into the fp32 matmul or added after the conversion.
     """
+
+    def __init__(self, hidden: Tensor, weight: Tensor, bias: Optional[Tensor], dtype: torch.dtype, rows: int):
+        self.low = _low(dtype, hidden)
+        self.dtype = dtype if self.low else hidden.dtype
+        self.weight = weight.to(self.dtype)
+        self.bias = bias
+        acc = torch.float32 if hidden.dtype != torch.float64 else hidden.dtype
+        vocab = weight.size(0)
+        self.out = torch.empty(rows, vocab, dtype=acc, device=hidden.device)
+        self.low_out = torch.empty(rows, vocab, dtype=dtype, device=hidden.device) if self.low else None
+
+    def __call__(self, h: Tensor) -> Tensor:
+        rows = h.size(0)
+        out = self.out[:rows]
+        if not self.low:
+            if self.bias is not None:
+                return torch.addmm(self.bias, h, self.weight.t(), out=out)
+            return torch.mm(h, self.weight.t(), out=out)
+        out.copy_(torch.mm(h.to(self.dtype), self.weight.t(), out=self.low_out[:rows]))
+        return out.add_(self.bias) if self.bias is not None else out
+
+    def low_precision(self, x: Tensor) -> Tensor:
+        """``x`` (rows, V) in the matmul dtype (the bf16 buffer, free again once the logits are converted)."""
+        return self.low_out[: x.size(0)].copy_(x) if self.low else x
+
+
+def _logits(hidden: Tensor, weight: Tensor, bias: Optional[Tensor], dtype: torch.dtype) -> Tensor:
+    """fp32 logits (fresh tensor) of ``hidden``; see :class:`_ChunkLogits` for the precision."""
     if not _low(dtype, hidden):
         return torch.addmm(bias, hidden, weight.t()) if bias is not None else hidden @ weight.t()
-    out = (hidden.to(dtype) @ weight.t()).float()
+    out = (hidden.to(dtype) @ weight.to(dtype).t()).float()
     return out.add_(bias) if bias is not None else out
 
 
@@ -52,22 +86,34 @@ class LexiconScores(torch.autograd.Function):
       -> (log p(target_n | row n),  mean_v log p(v | row n)), both (N,)
 
     With a = grad of the first output and b = grad of the second, the gradient of the logits of row n is
-    a * onehot(target) + b / V - (a + b) * softmax, formed chunk by chunk without keeping the logits.
+    G = a * onehot(target) + b / V - (a + b) * P, P the softmax. Only the P term needs a pass over a
+    (chunk, V) buffer; the other two are gather/scatter and rank-one updates of the (chunk, d) and (V, d)
+    sides, and the row scaling by (a + b) is applied to the (chunk, d) factors, not to P:
+
+        grad_hidden = a * W[target] + (b / V) * sum_v W_v - (a + b) * (P @ W)
+        grad_W      = scatter_add(target, a * h) + (1 / V) * sum_n b_n h_n - P^T @ ((a + b) * h)
+        grad_bias   = scatter_add(target, a) + sum_n b_n / V - P^T @ (a + b)
+
+    The vocabulary mean of the logits is h . mean_v(W_v) + mean(bias), a matrix-vector product. What is
+    left per chunk besides the three matmuls (and the recomputation of the logits in backward) is one
+    log-sum-exp in forward and P = exp(logits - logz) in backward, in buffers reused across chunks.
     """
 
     @staticmethod
     def forward(ctx, hidden, weight, bias, target, chunk_rows, dtype):
         n = hidden.size(0)
-        gold = hidden.new_empty(n, dtype=torch.float32 if hidden.dtype != torch.float64 else hidden.dtype)
+        logits_of = _ChunkLogits(hidden, weight, bias, dtype, min(n, chunk_rows))
+        gold = torch.empty(n, dtype=logits_of.out.dtype, device=hidden.device)
         logz = torch.empty_like(gold)
-        mean = torch.empty_like(gold)
-        w_mm = weight.to(dtype) if _low(dtype, hidden) else weight
         for s in range(0, n, chunk_rows):
             e = min(n, s + chunk_rows)
-            logits = _logits(hidden[s:e], w_mm, bias, dtype)
+            logits = logits_of(hidden[s:e])
             gold[s:e] = logits.gather(1, target[s:e, None]).squeeze(1)
-            mean[s:e] = logits.mean(dim=-1)
             logz[s:e] = _logsumexp_(logits)
+        acc = gold.dtype
+        mean = hidden.to(acc) @ weight.to(acc).mean(0)
+        if bias is not None:
+            mean = mean + bias.to(acc).mean()
         ctx.save_for_backward(hidden, weight, bias, target, logz)
         ctx.chunk_rows, ctx.dtype = chunk_rows, dtype
         return gold - logz, mean - logz
@@ -78,28 +124,43 @@ class LexiconScores(torch.autograd.Function):
         chunk_rows, dtype = ctx.chunk_rows, ctx.dtype
         n, vocab = hidden.size(0), weight.size(0)
         need_h, need_w, need_b = ctx.needs_input_grad[:3]
-        grad_h = torch.empty_like(hidden) if need_h else None
-        grad_w = torch.zeros(weight.shape, dtype=logz.dtype, device=weight.device) if need_w else None
-        grad_b = torch.zeros(vocab, dtype=logz.dtype, device=weight.device) if need_b and bias is not None else None
-        low = _low(dtype, hidden)
-        w_mm = weight.to(dtype) if low else weight
+        need_b = need_b and bias is not None
+        acc = logz.dtype
+        a, b = g_gold.to(acc), g_mean.to(acc)
+        c = -(a + b)  # weight of the softmax term
+        h_acc = hidden.to(acc)
+        logits_of = _ChunkLogits(hidden, weight, bias, dtype, min(n, chunk_rows))
+        w_mm = logits_of.weight
+        # the softmax-free parts of G: gather/scatter and rank-one updates
+        grad_h = grad_w = grad_b = None
+        if need_h:
+            w_acc = weight.to(acc)
+            grad_h = a[:, None] * w_acc[target] + (b[:, None] / vocab) * w_acc.sum(0)
+        if need_w:
+            grad_w = torch.zeros(weight.shape, dtype=acc, device=weight.device)
+            grad_w.index_add_(0, target, a[:, None] * h_acc)
+            grad_w += (b @ h_acc / vocab)[None, :]
+            part_w = torch.empty(weight.shape, dtype=logits_of.dtype, device=weight.device) if logits_of.low else None
+        if need_b:
+            grad_b = torch.zeros(vocab, dtype=acc, device=weight.device).index_add_(0, target, a)
+            grad_b += b.sum() / vocab
         for s in range(0, n, chunk_rows):
             e = min(n, s + chunk_rows)
-            a, b = g_gold[s:e, None], g_mean[s:e, None]
-            g = _logits(hidden[s:e], w_mm, bias, dtype)
-            # softmax in place, then a * onehot + b / V - (a + b) * softmax
-            g.sub_(logz[s:e, None]).exp_().mul_(-(a + b)).add_(b / vocab)
-            g.scatter_add_(1, target[s:e, None], a)
-            if low:
-                g_mm, h_mm = g.to(dtype), hidden[s:e].to(dtype)
-            else:
-                g_mm, h_mm = g, hidden[s:e]
+            p = logits_of(hidden[s:e]).sub_(logz[s:e, None]).exp_()  # softmax
+            if need_b:
+                grad_b.addmv_(p.t(), c[s:e])
+            p_mm = logits_of.low_precision(p)
+            c_s = c[s:e, None]
             if need_h:
-                grad_h[s:e] = (g_mm @ w_mm).to(hidden.dtype)
+                grad_h[s:e] += c_s * (p_mm @ w_mm).to(acc)
             if need_w:
-                grad_w += (g_mm.t() @ h_mm).to(grad_w.dtype)
-            if grad_b is not None:
-                grad_b += g.sum(0)
+                ch = (c_s * h_acc[s:e]).to(p_mm.dtype)
+                if part_w is None:
+                    grad_w.addmm_(p_mm.t(), ch)
+                else:  # bf16 product, fp32 accumulation
+                    grad_w += torch.mm(p_mm.t(), ch, out=part_w)
+        if grad_h is not None:
+            grad_h = grad_h.to(hidden.dtype)
         if grad_w is not None:
             grad_w = grad_w.to(weight.dtype)
         if grad_b is not None:
@@ -143,8 +204,13 @@ def log_mixture(src_feat: Tensor, tgt_feat: Tensor, log_align: Tensor, weight: T
     width = src_len if keep_idx is None else keep_idx.size(-1)
     logz_all = out.new_empty(bsz, tgt_len, width) if return_logz else None
     rows_per_chunk = max(1, chunk_rows // max(1, width))
-    if _low(dtype, tgt_feat):
-        weight = weight.to(dtype)
+    differentiable = torch.is_grad_enabled() and any(
+        x is not None and x.requires_grad for x in (src_feat, tgt_feat, log_align, weight, bias))
+    if differentiable:
+        logits_of = scratch = None
+    else:
+        logits_of = _ChunkLogits(tgt_feat, weight, bias, dtype, min(bsz * tgt_len, rows_per_chunk) * width)
+        scratch = torch.empty_like(logits_of.out)
     b_idx = torch.arange(bsz, device=tgt_feat.device).repeat_interleave(tgt_len)
     i_idx = torch.arange(tgt_len, device=tgt_feat.device).repeat(bsz)
     out_flat = out.view(bsz * tgt_len, vocab)
@@ -157,10 +223,29 @@ def log_mixture(src_feat: Tensor, tgt_feat: Tensor, log_align: Tensor, weight: T
             idx = keep_idx[bb, ii]
             feat, align = src_feat[bb[:, None], idx], log_align[bb, ii].gather(1, idx)  # (c, K, d), (c, K)
         t = torch.relu(feat + tgt_feat[bb, ii][:, None, :])
-        logits = _logits(t.reshape(-1, t.size(-1)), weight, bias, dtype).view(e - s, width, vocab)
-        logz = torch.logsumexp(logits, dim=-1)
+        if differentiable:  # out= and in-place ops are not differentiable: plain ops
+            logits = _logits(t.reshape(-1, t.size(-1)), weight, bias, dtype).view(e - s, width, vocab)
+            logz = torch.logsumexp(logits, dim=-1)
+            if logz_all is not None:
+                logz_all.view(bsz * tgt_len, width)[s:e] = logz
+            out_flat[s:e] = torch.logsumexp(logits + (align - logz)[:, :, None], dim=1)
+            continue
+        logits = logits_of(t.reshape(-1, t.size(-1))).view(e - s, width, vocab)
+        low, m = torch.aminmax(logits, dim=-1, keepdim=True)
+        if (low - m).amin() >= -_SAFE_RANGE:
+            # probability space: sum_j p(j) p(e | j) as one batched matrix-vector product; no term can
+            # underflow when every row's logits span less than _SAFE_RANGE
+            probs = logits.sub_(m).exp_()  # exp(logits - max), in place
+            norm = probs.sum(-1)  # (c, width)
+            logz = norm.log().add_(m.squeeze(-1))
+            mixed = torch.bmm((align.exp() / norm)[:, None, :], probs, out=out_flat[s:e, None, :])
+            mixed.log_()
+        else:  # log space: log-sum-exp over j of log p(j) + log p(e | j)
+            tmp = scratch[: (e - s) * width].view(e - s, width, vocab)
+            logz = torch.sub(logits, m, out=tmp).exp_().sum(-1).log_().add_(m.squeeze(-1))  # (c, width)
+            joint = logits.add_((align - logz)[:, :, None])
+            m = joint.amax(1, keepdim=True)
+            out_flat[s:e] = joint.sub_(m).exp_().sum(1).log_().add_(m.squeeze(1))
         if logz_all is not None:
             logz_all.view(bsz * tgt_len, width)[s:e] = logz
-        weights = (align - logz)[:, :, None]
-        out_flat[s:e] = torch.logsumexp(logits + weights, dim=1)
     return (out, logz_all) if return_logz else out

@@ -63,8 +63,12 @@ class _CachedSourceMixin:
             self.set_incremental_state(incremental_state, "src", saved)
         return saved
 
-    def _reorder_cache(self, incremental_state, new_order, key):
+    def _reorder_cache(self, incremental_state, new_order, key, source_only=False):
         saved = self.get_incremental_state(incremental_state, key)
+        if saved is not None and source_only and all(v.size(0) == new_order.size(0) for v in saved.values()):
+            # as fairseq's static encoder-decoder key/values: when the batch keeps its size, the new order
+            # only permutes the beams of each sentence, which share the source, so the cache is unchanged
+            return incremental_state
         if saved is not None:
             saved = {k: v.index_select(0, new_order) for k, v in saved.items()}
             self.set_incremental_state(incremental_state, key, saved)
@@ -111,7 +115,7 @@ class DHMMCrossAttention(_CachedSourceMixin, nn.Module):
         return self.out_proj(ctx), log_alpha
 
     def reorder_incremental_state(self, incremental_state, new_order):
-        return self._reorder_cache(incremental_state, new_order, "src")
+        return self._reorder_cache(incremental_state, new_order, "src", source_only=True)
 
 
 class DHMMDecoderLayer(TransformerDecoderLayerBase):
@@ -208,7 +212,7 @@ class FirstOrderAlignment(_CachedSourceMixin, nn.Module):
         return log_init, log_trans
 
     def reorder_incremental_state(self, incremental_state, new_order):
-        self._reorder_cache(incremental_state, new_order, "src")
+        self._reorder_cache(incremental_state, new_order, "src", source_only=True)
         return self._reorder_cache(incremental_state, new_order, "state")
 
 
