@@ -12,14 +12,19 @@ For each dtype the script times, interleaved and best of ``--repeat``:
   * lexicon: ``LexiconScores`` forward + backward on all N rows.
 and prints GFLOP/s of both and two ratios: ``useful`` = 6NdV-time of the matmuls / lexicon time, and
 ``executed`` = 8NdV-time (recomputation included) / lexicon time, i.e. how close to matmul speed the kernel
-runs while it works. Memory: the kernel keeps one chunk x V logits buffer alive, against N x V unchunked.
+runs while it works. Memory: the kernel keeps one chunk x V logits buffer alive (two in bf16: the matmul's
+bf16 output and its fp32 copy), against N x V unchunked; ``extra peak MB`` is measured: the high-water mark
+of the resident memory of a fresh child process during one forward + backward, minus its resident memory
+with the inputs allocated.
 
 Default shape: a small Multi30k model (d=256, joint BPE vocabulary ~9k, ~3.4k target tokens per update,
 ~14 source tokens per sentence), i.e. N = 3400 x 14 rows; ``--rows`` scales it down for quick runs. The
 output projection of fairseq's decoder has no bias, so neither has the default benchmark (``--bias``).
 """
 import argparse
+import multiprocessing as mp
 import os
+import resource
 import sys
 import time
 
@@ -35,6 +40,38 @@ def timed(fn, sync):
     fn()
     sync()
     return time.perf_counter() - t0
+
+
+def _rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
+
+
+def _peak_child(opts, name, queue):
+    """Extra peak resident memory (MB) of one forward + backward, in a fresh process (Linux)."""
+    torch.set_num_threads(opts.threads)
+    g = torch.Generator().manual_seed(0)
+    n, d, v = opts.rows, opts.dim, opts.vocab
+    hidden = torch.randn(n, d, generator=g).requires_grad_()
+    weight = (torch.randn(v, d, generator=g) * d ** -0.5).requires_grad_()
+    bias = torch.zeros(v, requires_grad=True) if opts.bias else None
+    target = torch.randint(0, v, (n,), generator=g)
+    hidden.grad, weight.grad = torch.zeros_like(hidden), torch.zeros_like(weight)  # gradients are not overhead
+    base = _rss_mb()
+    gold, mean = lexicon_scores(hidden, weight, bias, target, min(opts.chunk, n), LEXICON_DTYPES[name])
+    (gold.sum() + 0.1 * mean.sum()).backward()
+    queue.put(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - base)
+
+
+def peak_extra_mb(opts, name):
+    if opts.device != "cpu" or not os.path.exists("/proc/self/statm"):
+        return float("nan")
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_peak_child, args=(opts, name, queue))
+    proc.start()
+    proc.join()
+    return queue.get() if proc.exitcode == 0 else float("nan")
 
 
 def main(argv=None):
@@ -63,7 +100,7 @@ def main(argv=None):
     target = torch.randint(0, v, (n,), generator=g).to(dev)
     print(f"N={n} rows, d={d}, V={v}, chunk={c}, bias={opts.bias}, threads={opts.threads}, device={opts.device}")
     print(f"{'dtype':<6} {'matmul GF/s':>12} {'useful GF/s':>12} {'executed GF/s':>14} {'useful':>7} {'executed':>9} "
-          f"{'fwd+bwd s':>10} {'chunk MB':>9} {'unchunked MB':>13}")
+          f"{'fwd+bwd s':>10} {'extra peak MB':>14} {'chunk MB':>9} {'unchunked MB':>13}")
     for name in opts.dtypes:
         dtype = LEXICON_DTYPES[name]
         a = hidden.detach()[:c].to(dtype)
@@ -92,7 +129,7 @@ def main(argv=None):
         executed_ideal = (t_mm + t_fwd) * n / c
         print(f"{name:<6} {6.0 * c * d * v / t_mm / 1e9:>12.1f} {6.0 * n * d * v / t_lex / 1e9:>12.1f} "
               f"{8.0 * n * d * v / t_lex / 1e9:>14.1f} {ideal / t_lex:>7.2f} {executed_ideal / t_lex:>9.2f} "
-              f"{t_lex:>10.2f} {c * v * 4 / 2 ** 20:>9.1f} {n * v * 4 / 2 ** 20:>13.0f}")
+              f"{t_lex:>10.2f} {peak_extra_mb(opts, name):>14.0f} {c * v * 4 / 2 ** 20:>9.1f} {n * v * 4 / 2 ** 20:>13.0f}")
 
 
 if __name__ == "__main__":
