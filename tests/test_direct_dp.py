@@ -132,3 +132,57 @@ def test_long_sentence_stays_finite():
     p = random_problem(bsz=2, tgt_len=200, src_len=30, seed=8, dtype=torch.float32)
     ll = direct.first_order_log_likelihood(p["log_init"], p["log_trans"], p["lex"], p["tgt_mask"])
     assert torch.isfinite(ll).all() and (ll < -200).all()
+
+
+def restricted_brute_force(p, keeps):
+    """First-order sum over the alignment sequences whose every b_i lies in the kept set keeps[i] (B, J)."""
+    out = []
+    for b in range(p["lex"].size(0)):
+        n_tgt, n_src = int(p["tgt_lens"][b]), int(p["src_lens"][b])
+        total = 0.0
+        for align in itertools.product(range(n_src), repeat=n_tgt):
+            if not all(keeps[i][b, j] for i, j in enumerate(align)):
+                continue
+            lp = p["log_init"][b, align[0]].item() + sum(
+                p["log_trans"][b, i, align[i - 1], align[i]].item() for i in range(1, n_tgt))
+            total += math.exp(lp + sum(p["lex"][b, i, j].item() for i, j in enumerate(align)))
+        out.append(math.log(total) if total > 0 else -math.inf)
+    return torch.tensor(out, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_first_order_pruned_forward_is_the_restricted_sum_and_a_lower_bound(seed, k):
+    p = random_problem(bsz=3, tgt_len=4, src_len=4, seed=seed)
+    keeps = []
+
+    def lexicon(i, keep):
+        keeps.append(keep.clone())
+        return p["lex"][:, i].masked_fill(~keep, 0.0), torch.zeros_like(p["lex"][:, i])
+
+    ll, ll_gold, kept = direct.first_order_pruned_log_likelihood(
+        p["log_init"], p["log_trans"], lexicon, p["tgt_mask"], ~p["src_pad"], k)
+    exact = direct.first_order_log_likelihood(p["log_init"], p["log_trans"], p["lex"], p["tgt_mask"])
+    torch.testing.assert_close(ll, ll_gold)  # eps = 0
+    # the pruned forward is exactly the sum over the paths inside the kept sets ...
+    torch.testing.assert_close(ll, restricted_brute_force(p, keeps))
+    assert all((kp.sum(-1) == torch.clamp(p["src_lens"], max=k)).all() for kp in keeps)
+    # ... hence never above the exact likelihood, and equal to it when K covers every source position
+    assert (ll <= exact + 1e-9).all()
+    if k >= 4:
+        torch.testing.assert_close(ll, exact)
+        torch.testing.assert_close(kept, p["tgt_lens"].to(kept.dtype))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_zero_order_topk_restriction_is_a_lower_bound(seed):
+    p = random_problem(bsz=3, tgt_len=4, src_len=4, seed=seed)
+    exact = direct.zero_order_log_likelihood(p["log_align"], p["lex"], p["tgt_mask"])
+    valid = ~p["src_pad"][:, None, :].expand_as(p["lex"])
+    for k in (1, 2, 3, 4):
+        keep = direct.topk_mask(p["log_align"], valid, k)
+        assert (keep.sum(-1) == torch.clamp(p["src_lens"], max=k)[:, None]).all()
+        ll = direct.zero_order_log_likelihood(p["log_align"].masked_fill(~keep, direct.MASKED), p["lex"], p["tgt_mask"])
+        assert (ll <= exact + 1e-9).all()
+        if k == 4:
+            torch.testing.assert_close(ll, exact)
