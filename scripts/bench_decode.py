@@ -22,7 +22,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_train import model_flags, run_children, toy_data_bin  # noqa: E402
+from bench_train import expand_models, model_flags, run_children, toy_data_bin  # noqa: E402
 
 
 def run_one(spec, opts, queue):
@@ -80,7 +80,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", help="fairseq data-bin directory (default: the embedded toy corpus)")
     ap.add_argument("--subset", default="valid")
-    ap.add_argument("--models", nargs="+", default=["transformer", "dhmm0", "dhmm1"])
+    ap.add_argument("--models", nargs="+", default=["transformer", "dhmm0", "dhmm1"],
+                    help="model specs as in bench_train.py (``topk``: the --lexicon-topk sweep)")
     ap.add_argument("--checkpoint", action="append", default=[], metavar="NAME=PATH",
                     help="decode a trained checkpoint under the name NAME (repeatable)")
     ap.add_argument("--beam", type=int, default=5)
@@ -101,10 +102,7 @@ def main(argv=None):
             ap.error(f"--checkpoint {item}: expected NAME=PATH to an existing checkpoint file")
         checkpoints.append((name, path))
     opts.checkpoint = checkpoints
-    models = [n for n, _ in checkpoints] or opts.models
-    for spec in models:
-        if spec not in dict(checkpoints):
-            model_flags(spec)
+    models = [n for n, _ in checkpoints] or expand_models(opts.models)
     if opts.data is not None and not os.path.isdir(opts.data):
         ap.error(f"--data {opts.data}: no such directory")
     with tempfile.TemporaryDirectory() as tmp:

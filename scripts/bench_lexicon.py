@@ -22,6 +22,7 @@ Default shape: a small Multi30k model (d=256, joint BPE vocabulary ~9k, ~3.4k ta
 output projection of fairseq's decoder has no bias, so neither has the default benchmark (``--bias``).
 """
 import argparse
+import json
 import multiprocessing as mp
 import os
 import resource
@@ -85,6 +86,7 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"], choices=sorted(LEXICON_DTYPES))
+    ap.add_argument("--json", help="also write the results to this JSON file")
     opts = ap.parse_args(argv)
     if opts.rows < 1 or opts.chunk < 1 or opts.repeat < 1:
         ap.error("--rows, --chunk and --repeat must be positive")
@@ -101,6 +103,7 @@ def main(argv=None):
     print(f"N={n} rows, d={d}, V={v}, chunk={c}, bias={opts.bias}, threads={opts.threads}, device={opts.device}")
     print(f"{'dtype':<6} {'matmul GF/s':>12} {'useful GF/s':>12} {'executed GF/s':>14} {'useful':>7} {'executed':>9} "
           f"{'fwd+bwd s':>10} {'extra peak MB':>14} {'chunk MB':>9} {'unchunked MB':>13}")
+    results = []
     for name in opts.dtypes:
         dtype = LEXICON_DTYPES[name]
         a = hidden.detach()[:c].to(dtype)
@@ -126,10 +129,20 @@ def main(argv=None):
             t_fwd = min(t_fwd, timed(fwd_mm, sync))
             t_lex = min(t_lex, timed(step, sync))
         ideal = t_mm * n / c  # three matmuls on all rows
-        executed_ideal = (t_mm + t_fwd) * n / c
-        print(f"{name:<6} {6.0 * c * d * v / t_mm / 1e9:>12.1f} {6.0 * n * d * v / t_lex / 1e9:>12.1f} "
-              f"{8.0 * n * d * v / t_lex / 1e9:>14.1f} {ideal / t_lex:>7.2f} {executed_ideal / t_lex:>9.2f} "
-              f"{t_lex:>10.2f} {peak_extra_mb(opts, name):>14.0f} {c * v * 4 / 2 ** 20:>9.1f} {n * v * 4 / 2 ** 20:>13.0f}")
+        r = {"dtype": name, "rows": n, "dim": d, "vocab": v, "chunk": c, "threads": opts.threads,
+             "matmul_gflops": 6.0 * c * d * v / t_mm / 1e9, "useful_gflops": 6.0 * n * d * v / t_lex / 1e9,
+             "executed_gflops": 8.0 * n * d * v / t_lex / 1e9, "useful_ratio": ideal / t_lex,
+             "executed_ratio": (t_mm + t_fwd) * n / c / t_lex, "seconds": t_lex,
+             "extra_peak_mb": peak_extra_mb(opts, name), "chunk_mb": c * v * 4 / 2 ** 20,
+             "unchunked_mb": n * v * 4 / 2 ** 20}
+        results.append(r)
+        print(f"{name:<6} {r['matmul_gflops']:>12.1f} {r['useful_gflops']:>12.1f} {r['executed_gflops']:>14.1f} "
+              f"{r['useful_ratio']:>7.2f} {r['executed_ratio']:>9.2f} {t_lex:>10.2f} {r['extra_peak_mb']:>14.0f} "
+              f"{r['chunk_mb']:>9.1f} {r['unchunked_mb']:>13.0f}")
+    if opts.json:
+        with open(opts.json + ".tmp", "w") as f:
+            json.dump(results, f, indent=1)
+        os.replace(opts.json + ".tmp", opts.json)
 
 
 if __name__ == "__main__":

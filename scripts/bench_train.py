@@ -10,7 +10,9 @@ script prints target tokens/s, peak memory and the ratio against the ``transform
         --models transformer dhmm0 dhmm1 dhmm0:--lexicon-dtype=bf16 --updates 20
 
 A model spec is ``transformer``, ``dhmm0``, ``dhmm1`` or one of them followed by ``:`` and extra fairseq
-flags separated by commas (e.g. ``dhmm0:--lexicon-chunk-size=512``).
+flags separated by commas (e.g. ``dhmm0:--lexicon-chunk-size=512``). ``--models topk`` stands for the
+``--lexicon-topk`` sweep: the transformer, both orders exact and with K = 1, 2, 4, 8, and zero order with
+K = 4 and the bf16 lexicon, all in one run.
 """
 import argparse
 import json
@@ -28,6 +30,18 @@ sys.path.insert(0, ROOT)
 BASE_ARCH = {"transformer": ("transformer", "label_smoothed_cross_entropy", []),
              "dhmm0": ("transformer_dhmm", "dhmm_label_smoothed_cross_entropy", ["--alignment-order", "0"]),
              "dhmm1": ("transformer_dhmm", "dhmm_label_smoothed_cross_entropy", ["--alignment-order", "1"])}
+
+
+TOPK_SWEEP = (["transformer"] + [f"dhmm{o}" + (f":--lexicon-topk={k}" if k else "") for o in (0, 1)
+                                  for k in (0, 1, 2, 4, 8)] + ["dhmm0:--lexicon-topk=4,--lexicon-dtype=bf16"])
+
+
+def expand_models(specs):
+    """``topk`` -> :data:`TOPK_SWEEP`; other specs unchanged (and checked)."""
+    out = [m for s in specs for m in (TOPK_SWEEP if s == "topk" else [s])]
+    for spec in out:
+        model_flags(spec)
+    return out
 
 
 def model_flags(spec):
@@ -136,8 +150,7 @@ def main(argv=None):
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--json", help="also write the results to this JSON file")
     opts = ap.parse_args(argv)
-    for spec in opts.models:
-        model_flags(spec)
+    opts.models = expand_models(opts.models)
     if opts.data is not None and not os.path.isdir(opts.data):
         ap.error(f"--data {opts.data}: no such directory")
     with tempfile.TemporaryDirectory() as tmp:
