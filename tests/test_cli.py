@@ -122,6 +122,15 @@ def test_train_and_generate_with_topk_and_bf16(toy, order):
     gen = fairseq("generate", str(toy / "bin"), "--user-dir", USER_DIR, "--path", str(save / "checkpoint_last.pt"),
                   "--beam", "5", "--batch-size", "16", "--required-batch-size-multiple", "1", "--print-alignment")
     assert len(re.findall(r"^H-\d+\t", gen.stdout, re.M)) == 40
+    # K is a decoding choice too: exact (0) and K=1 decoding of the same checkpoint, scored on the references
+    scores = {}
+    for k in (0, 1):
+        out = fairseq("generate", str(toy / "bin"), "--user-dir", USER_DIR, "--path", str(save / "checkpoint_last.pt"),
+                      "--score-reference", "--batch-size", "16", "--required-batch-size-multiple", "1",
+                      "--model-overrides", f"{{'lexicon_topk': {k}}}").stdout
+        scores[k] = [float(x) for x in re.findall(r"^H-\d+\t(\S+)\t", out, re.M)]
+        assert len(scores[k]) == 40
+    assert scores[0] != scores[1]
 
 
 class _NotAllowListed:
