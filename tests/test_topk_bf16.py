@@ -47,6 +47,32 @@ def test_pruned_likelihood_is_a_lower_bound(arch, k):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
+def test_topk_warmup_trains_exact_then_the_bound(arch):
+    exact, d = build(arch)
+    warm, _ = build(arch, d, extra=["--lexicon-topk", "2", "--lexicon-topk-warmup", "3"])
+    pruned, _ = build(arch, d, extra=["--lexicon-topk", "2"])
+    warm.load_state_dict(exact.state_dict())
+    pruned.load_state_dict(exact.state_dict())
+    for m in (exact, warm, pruned):
+        m.set_num_updates(2)  # as fairseq's trainer does before each update
+    l_exact, _, _, g_exact = loss_and_grads(exact, d)
+    l_warm, _, _, g_warm = loss_and_grads(warm, d)
+    assert warm.decoder.lexicon_topk == 0
+    torch.testing.assert_close(l_warm, l_exact)
+    for name in g_exact:
+        torch.testing.assert_close(g_warm[name], g_exact[name])
+    warm.eval()  # validation and decoding always prune
+    assert warm.decoder.lexicon_topk == 2
+    warm.train()
+    warm.set_num_updates(3)
+    l_warm, _, mass, _ = loss_and_grads(warm, d)
+    l_pruned, _, _, _ = loss_and_grads(pruned, d)
+    assert warm.decoder.lexicon_topk == 2 and mass < 8.0
+    torch.testing.assert_close(l_warm, l_pruned)
+    assert l_warm > l_exact  # the bound is looser than the exact loss
+
+
+@pytest.mark.parametrize("arch", ARCHS)
 def test_pruned_decoding_is_a_distribution_and_incremental_equals_full(arch):
     m, d = build(arch, extra=["--lexicon-topk", "2"])
     m.eval()

@@ -39,10 +39,11 @@ done
 slot_of() {
   local name=$1 order k dtype=""
   [[ "$name" == transformer ]] && { echo "transformer|"; return; }
-  [[ "$name" =~ ^o([01])-(exact|k([0-9]+))(-bf16)?$ ]] || {
-    echo "topk_sweep.sh: error: bad config '$name' (transformer or o{0,1}-{exact,kN}[-bf16])" >&2; return 2; }
+  [[ "$name" =~ ^o([01])-(exact|k([0-9]+))(-bf16)?(-w([0-9]+))?$ ]] || {
+    echo "topk_sweep.sh: error: bad config '$name' (transformer or o{0,1}-{exact,kN}[-bf16][-wN])" >&2; return 2; }
   order=${BASH_REMATCH[1]} k=${BASH_REMATCH[3]:-0}
   [[ -n "${BASH_REMATCH[4]}" ]] && dtype=" --lexicon-dtype bf16"
+  [[ -n "${BASH_REMATCH[6]}" ]] && dtype="$dtype --lexicon-topk-warmup ${BASH_REMATCH[6]}"
   echo "dhmm$order|--lexicon-topk $k$dtype"
 }
 for c in $CONFIGS; do slot_of "$c" >/dev/null; done

@@ -245,11 +245,24 @@ class TransformerDHMMDecoder(TransformerDecoder):
         self.alignment_order = args.alignment_order
         self.lexicon_chunk_size = args.lexicon_chunk_size
         self.lexicon_dtype = LEXICON_DTYPES[args.lexicon_dtype]
-        self.lexicon_topk = args.lexicon_topk
+        self.topk = args.lexicon_topk
+        self.topk_warmup = args.lexicon_topk_warmup
+        self.num_updates = 0
         self.first_order = (
             FirstOrderAlignment(args.decoder_embed_dim, d_src, args.decoder_embed_dim, args.max_jump)
             if self.alignment_order == 1 else None
         )
+
+    @property
+    def lexicon_topk(self) -> int:
+        """K in effect: 0 (exact) while training within the first ``--lexicon-topk-warmup`` updates."""
+        if self.training and self.num_updates < self.topk_warmup:
+            return 0
+        return self.topk
+
+    def set_num_updates(self, num_updates):
+        # called by BaseFairseqModel.set_num_updates on every module, once per update
+        self.num_updates = num_updates
 
     def build_decoder_layer(self, args, no_encoder_attn=False):
         return DHMMDecoderLayer(TransformerConfig.from_namespace(args), no_encoder_attn=no_encoder_attn)
@@ -471,6 +484,9 @@ class TransformerDHMMModel(TransformerModel):
                             help="score the lexicon only at the K most probable source positions per target "
                                  "position (0: exact). Training maximises a lower bound of the likelihood; "
                                  "decoding renormalises the alignment over the K positions")
+        parser.add_argument("--lexicon-topk-warmup", type=int, metavar="N",
+                            help="train the exact likelihood for the first N updates, then the --lexicon-topk "
+                                 "bound (validation and decoding always use K)")
         parser.add_argument("--max-jump", type=int, metavar="M",
                             help="first order: jump widths |j - j'| are clipped at M for the jump bias")
 
@@ -481,6 +497,8 @@ class TransformerDHMMModel(TransformerModel):
             raise ValueError(f"--alignment-order must be 0 or 1, got {args.alignment_order}")
         if args.lexicon_topk < 0:
             raise ValueError(f"--lexicon-topk must be >= 0 (0 = exact), got {args.lexicon_topk}")
+        if args.lexicon_topk_warmup < 0:
+            raise ValueError(f"--lexicon-topk-warmup must be >= 0 updates, got {args.lexicon_topk_warmup}")
         if args.lexicon_chunk_size < 1:
             raise ValueError(f"--lexicon-chunk-size must be positive, got {args.lexicon_chunk_size}")
         return super().build_model(args, task)
@@ -526,6 +544,7 @@ def _dhmm_defaults(args):
     args.lexicon_dtype = getattr(args, "lexicon_dtype", None) or "fp32"
     args.max_jump = getattr(args, "max_jump", None) or 16
     args.lexicon_topk = getattr(args, "lexicon_topk", None) or 0
+    args.lexicon_topk_warmup = getattr(args, "lexicon_topk_warmup", None) or 0
 
 
 def dhmm_base_architecture(args):
