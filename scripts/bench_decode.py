@@ -54,12 +54,14 @@ def run_one(spec, opts, queue):
     task.load_dataset(opts.subset)
     dataset = task.dataset(opts.subset)
     itr = task.get_batch_iterator(dataset=dataset, max_sentences=opts.batch_size, seed=1).next_epoch_itr(shuffle=False)
-    batches = [b for _, b in zip(range(opts.max_batches), itr)]
+    batches = [b for _, b in zip(range(opts.warmup + opts.max_batches), itr)]
+    if len(batches) <= opts.warmup:
+        raise SystemExit(f"bench_decode.py: only {len(batches)} batches in '{opts.subset}'; lower --warmup")
     gen = SequenceGenerator([model], task.target_dictionary, beam_size=opts.beam, min_len=min_len,
                             max_len_a=max_len_a, max_len_b=max_len_b)
     sents, toks, elapsed = 0, 0, 0.0
     with torch.no_grad():
-        for sample in batches:
+        for n, sample in enumerate(batches):
             if opts.device == "cuda":
                 sample = utils.move_to_cuda(sample)
                 torch.cuda.synchronize()
@@ -67,6 +69,8 @@ def run_one(spec, opts, queue):
             hypos = gen.generate([model], sample)
             if opts.device == "cuda":
                 torch.cuda.synchronize()
+            if n < opts.warmup:  # one-off costs (allocator, oneDNN primitives) are not decoding speed
+                continue
             elapsed += time.perf_counter() - t0
             sents += len(hypos)
             toks += sum(len(h[0]["tokens"]) for h in hypos)
@@ -86,7 +90,8 @@ def main(argv=None):
                     help="decode a trained checkpoint under the name NAME (repeatable)")
     ap.add_argument("--beam", type=int, default=5)
     ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--max-batches", type=int, default=4)
+    ap.add_argument("--max-batches", type=int, default=4, help="timed batches per model")
+    ap.add_argument("--warmup", type=int, default=1, help="untimed batches first")
     ap.add_argument("--length", type=int, default=15, help="forced hypothesis length for untrained models")
     ap.add_argument("--embed-dim", type=int, default=128)
     ap.add_argument("--layers", type=int, default=2)

@@ -21,9 +21,15 @@ import torch
 from torch import Tensor
 
 LEXICON_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-# log_mixture sums probabilities instead of log-probabilities when every lexicon row's logits span at most
-# this much: exp(-60) / (J V) stays far above the smallest normal float32 (1e-38)
-_SAFE_RANGE = 60.0
+
+
+def _underflow_floor(dtype: torch.dtype) -> float:
+    """Smallest mixture probability that :func:`log_mixture`'s probability-space sum still gets right.
+
+    Terms exp(logit - max) below the smallest normal number flush to (or lose digits as) denormals; each
+    contributes at most ``tiny`` to the sum, so a sum of at least tiny * 2^24 is exact to K * 2^-24 relative.
+    """
+    return torch.finfo(dtype).tiny * 2.0 ** 24
 
 
 def _low(dtype: torch.dtype, like: Tensor) -> bool:
@@ -207,10 +213,10 @@ def log_mixture(src_feat: Tensor, tgt_feat: Tensor, log_align: Tensor, weight: T
     differentiable = torch.is_grad_enabled() and any(
         x is not None and x.requires_grad for x in (src_feat, tgt_feat, log_align, weight, bias))
     if differentiable:
-        logits_of = scratch = None
+        logits_of = None
     else:
         logits_of = _ChunkLogits(tgt_feat, weight, bias, dtype, min(bsz * tgt_len, rows_per_chunk) * width)
-        scratch = torch.empty_like(logits_of.out)
+        floor = _underflow_floor(out.dtype)
     b_idx = torch.arange(bsz, device=tgt_feat.device).repeat_interleave(tgt_len)
     i_idx = torch.arange(tgt_len, device=tgt_feat.device).repeat(bsz)
     out_flat = out.view(bsz * tgt_len, vocab)
@@ -231,21 +237,22 @@ def log_mixture(src_feat: Tensor, tgt_feat: Tensor, log_align: Tensor, weight: T
             out_flat[s:e] = torch.logsumexp(logits + (align - logz)[:, :, None], dim=1)
             continue
         logits = logits_of(t.reshape(-1, t.size(-1))).view(e - s, width, vocab)
-        low, m = torch.aminmax(logits, dim=-1, keepdim=True)
-        if (low - m).amin() >= -_SAFE_RANGE:
-            # probability space: sum_j p(j) p(e | j) as one batched matrix-vector product; no term can
-            # underflow when every row's logits span less than _SAFE_RANGE
-            probs = logits.sub_(m).exp_()  # exp(logits - max), in place
-            norm = probs.sum(-1)  # (c, width)
-            logz = norm.log().add_(m.squeeze(-1))
-            mixed = torch.bmm((align.exp() / norm)[:, None, :], probs, out=out_flat[s:e, None, :])
-            mixed.log_()
-        else:  # log space: log-sum-exp over j of log p(j) + log p(e | j)
-            tmp = scratch[: (e - s) * width].view(e - s, width, vocab)
-            logz = torch.sub(logits, m, out=tmp).exp_().sum(-1).log_().add_(m.squeeze(-1))  # (c, width)
-            joint = logits.add_((align - logz)[:, :, None])
-            m = joint.amax(1, keepdim=True)
-            out_flat[s:e] = joint.sub_(m).exp_().sum(1).log_().add_(m.squeeze(1))
+        # probability space: sum_j p(j) p(e | j) as one batched matrix-vector product of the alignment
+        # weights with exp(logits - max); one max, one exp and one sum per (row, j), no log-sum-exp over j
+        m = logits.amax(-1, keepdim=True)
+        probs = logits.sub_(m).exp_()
+        norm = probs.sum(-1)  # (c, width)
+        logz = norm.log().add_(m.squeeze(-1))
+        mixed = torch.bmm((align.exp() / norm)[:, None, :], probs, out=out_flat[s:e, None, :]).squeeze(1)
+        # a word whose every kept term underflowed: redo those rows in log space (checked on the (c, V)
+        # mixture, not on the K times larger logits)
+        redo = (mixed.amin(-1) < floor).nonzero().squeeze(1)
+        mixed.log_()
+        if len(redo) > 0:
+            lg = logits_of(t[redo].reshape(-1, t.size(-1))).view(len(redo), width, vocab)
+            joint = lg.sub_(logz[redo, :, None]).add_(align[redo, :, None])  # log p(j) + log p(e | j)
+            mx = joint.amax(1, keepdim=True)
+            mixed[redo] = joint.sub_(mx).exp_().sum(1).log_().add_(mx.squeeze(1))
         if logz_all is not None:
             logz_all.view(bsz * tgt_len, width)[s:e] = logz
     return (out, logz_all) if return_logz else out

@@ -232,7 +232,7 @@ class DHMMEncoder(TransformerEncoder):
         return super().forward(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
 
 
-class TransformerDHMMDecoder(TransformerDecoder):
+class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
     """Decoder whose output is the direct-HMM mixture; see the module docstring."""
 
     def __init__(self, args, dictionary, embed_tokens, no_encoder_attn=False, output_projection=None):
@@ -315,9 +315,16 @@ class TransformerDHMMDecoder(TransformerDecoder):
         return x, extra
 
     # ------------------------------------------------------------------ lexicon
-    def lexicon_features(self, x: Tensor, h: Tensor):
+    def lexicon_source(self, h: Tensor, incremental_state=None) -> Tensor:
+        """W5 h_j + b5 (B, J, d); in incremental decoding computed once per sentence and cached."""
+        return self._source_cache(incremental_state, lambda: {"lex": self.lex_src_proj(h)})["lex"]
+
+    def lexicon_features(self, x: Tensor, h: Tensor, incremental_state=None):
         """(W5 h_j + b5 (B, J, d), W6 s_i (B, I, d)); the lexicon hidden is ReLU of their sum."""
-        return self.lex_src_proj(h), self.lex_tgt_proj(x)
+        return self.lexicon_source(h, incremental_state), self.lex_tgt_proj(x)
+
+    def reorder_incremental_state(self, incremental_state, new_order):
+        return self._reorder_cache(incremental_state, new_order, "src", source_only=True)
 
     def _output_weight_bias(self):
         proj = self.output_projection
@@ -420,7 +427,7 @@ class TransformerDHMMDecoder(TransformerDecoder):
             pred = log_init[:, 0]
         else:
             weight, bias = self._output_weight_bias()
-            src_feat = self.lex_src_proj(extra["encoder_out"])
+            src_feat = self.lexicon_source(extra["encoder_out"], incremental_state)
             hidden = torch.relu(src_feat + state["tgt_feat"][:, None, :])  # (B, J, d)
             last = prev_output_tokens[:, -1]
             gold = (hidden * weight[last][:, None, :]).sum(-1)
@@ -444,7 +451,7 @@ class TransformerDHMMDecoder(TransformerDecoder):
             extra["attn"] = [extra["log_align"].exp()]
         if features_only:
             return x, extra
-        src_feat, tgt_feat = self.lexicon_features(x, extra["encoder_out"])
+        src_feat, tgt_feat = self.lexicon_features(x, extra["encoder_out"], incremental_state)
         weight, bias = self._output_weight_bias()
         log_probs, logz = log_mixture(src_feat, tgt_feat, extra["log_align"], weight, bias,
                                       self.lexicon_chunk_size, self.lexicon_dtype, return_logz=True,
