@@ -148,3 +148,28 @@ def test_log_mixture_probability_and_log_space_paths(scale, dtype):
     expected = torch.logsumexp(pruned[..., None] + torch.log_softmax(logits, -1), dim=2)
     out = log_mixture(src_feat, tgt_feat, pruned, weight, bias, 4, keep_idx=keep)
     torch.testing.assert_close(out.double(), expected, **tol)
+
+
+def test_workspace_reuse_across_sizes_and_threads():
+    # the chunk buffers outlive a call (CPU): later calls with other sizes, and calls from other threads at
+    # the same time, must still get their own correct results
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hmm_nmt.hmm.lexicon import release_workspace
+
+    problems = [problem(n=n, d=6, vocab=v, seed=n) for n, v in ((37, 23), (5, 90), (64, 11))]
+    expected = [reference_lexicon_scores(h, w, b, t) for h, w, b, t in problems]
+
+    def run(k):
+        h, w, b, t = problems[k % 3]
+        for _ in range(20):
+            gold, mean = lexicon_scores(h, w, b, t, 8 + k)
+            torch.testing.assert_close(gold, expected[k % 3][0])
+            torch.testing.assert_close(mean, expected[k % 3][1])
+        return True
+
+    assert all(run(k) for k in range(3))
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(run, range(8)))
+    release_workspace()
+    assert run(1)

@@ -15,7 +15,8 @@ Decoding needs the whole next-token distribution, the mixture over source positi
 
 No fairseq import here: the functions take plain tensors.
 """
-from typing import Optional, Tuple
+import threading
+from typing import Dict, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -30,6 +31,35 @@ def _underflow_floor(dtype: torch.dtype) -> float:
     contributes at most ``tiny`` to the sum, so a sum of at least tiny * 2^24 is exact to K * 2^-24 relative.
     """
     return torch.finfo(dtype).tiny * 2.0 ** 24
+
+
+class _Workspace(threading.local):
+    """Scratch buffers for the chunk logits, kept between calls on CPU (one set per thread).
+
+    A fresh (chunk, V) tensor per call is paid again in page faults: the allocator gives large blocks back
+    to the OS, and re-touching 25 MB cost more than the conversion or the exp over it (decoding calls the
+    mixture once per target step). On CUDA the caching allocator already reuses blocks. What stays
+    allocated is one chunk x V buffer per dtype; :func:`release_workspace` frees it.
+    """
+
+    def __init__(self):
+        self.buffers: Dict[Tuple[str, torch.dtype], Tensor] = {}
+
+    def get(self, name: str, rows: int, cols: int, dtype: torch.dtype, device: torch.device) -> Tensor:
+        if device.type != "cpu":
+            return torch.empty(rows, cols, dtype=dtype, device=device)
+        buf = self.buffers.get((name, dtype))
+        if buf is None or buf.numel() < rows * cols:
+            buf = self.buffers[name, dtype] = torch.empty(rows * cols, dtype=dtype)
+        return buf[: rows * cols].view(rows, cols)
+
+
+_WORKSPACE = _Workspace()
+
+
+def release_workspace() -> None:
+    """Free the CPU scratch buffers of this thread (they are re-created on the next call)."""
+    _WORKSPACE.buffers.clear()
 
 
 def _low(dtype: torch.dtype, like: Tensor) -> bool:
@@ -53,8 +83,8 @@ class _ChunkLogits:
         self.bias = bias
         acc = torch.float32 if hidden.dtype != torch.float64 else hidden.dtype
         vocab = weight.size(0)
-        self.out = torch.empty(rows, vocab, dtype=acc, device=hidden.device)
-        self.low_out = torch.empty(rows, vocab, dtype=dtype, device=hidden.device) if self.low else None
+        self.out = _WORKSPACE.get("logits", rows, vocab, acc, hidden.device)
+        self.low_out = _WORKSPACE.get("low", rows, vocab, dtype, hidden.device) if self.low else None
 
     def __call__(self, h: Tensor) -> Tensor:
         rows = h.size(0)
