@@ -96,6 +96,12 @@ class _ChunkLogits:
         out.copy_(torch.mm(h.to(self.dtype), self.weight.t(), out=self.low_out[:rows]))
         return out.add_(self.bias) if self.bias is not None else out
 
+    def softmax(self, logits: Tensor) -> Tensor:
+        """Row softmax of ``logits`` (a view of ``out``) into a second buffer, ``logits`` left intact."""
+        probs = _WORKSPACE.get("probs", logits.numel() // logits.size(-1), logits.size(-1), logits.dtype,
+                               logits.device).view(logits.shape)
+        return torch.ops.aten._softmax.out(logits, -1, False, out=probs)
+
     def low_precision(self, x: Tensor) -> Tensor:
         """``x`` (rows, V) in the matmul dtype (the bf16 buffer, free again once the logits are converted)."""
         return self.low_out[: x.size(0)].copy_(x) if self.low else x
@@ -268,21 +274,19 @@ def log_mixture(src_feat: Tensor, tgt_feat: Tensor, log_align: Tensor, weight: T
             continue
         logits = logits_of(t.reshape(-1, t.size(-1))).view(e - s, width, vocab)
         # probability space: sum_j p(j) p(e | j) as one batched matrix-vector product of the alignment
-        # weights with exp(logits - max); one max, one exp and one sum per (row, j), no log-sum-exp over j
-        m = logits.amax(-1, keepdim=True)
-        probs = logits.sub_(m).exp_()
-        norm = probs.sum(-1)  # (c, width)
-        logz = norm.log().add_(m.squeeze(-1))
-        mixed = torch.bmm((align.exp() / norm)[:, None, :], probs, out=out_flat[s:e, None, :]).squeeze(1)
+        # weights with the softmax rows; the fused softmax works row by row in cache, where max, exp and sum
+        # as separate ops would each stream the whole (c x width, V) block through memory
+        probs = logits_of.softmax(logits)
+        mixed = torch.bmm(align.exp()[:, None, :], probs, out=out_flat[s:e, None, :]).squeeze(1)
+        if logz_all is not None:  # log Z = max - log max_e softmax (max_e softmax >= 1 / V: no underflow)
+            logz = logits.amax(-1).sub_(probs.amax(-1).log_())
+            logz_all.view(bsz * tgt_len, width)[s:e] = logz
         # a word whose every kept term underflowed: redo those rows in log space (checked on the (c, V)
         # mixture, not on the K times larger logits)
         redo = (mixed.amin(-1) < floor).nonzero().squeeze(1)
         mixed.log_()
         if len(redo) > 0:
             lg = logits_of(t[redo].reshape(-1, t.size(-1))).view(len(redo), width, vocab)
-            joint = lg.sub_(logz[redo, :, None]).add_(align[redo, :, None])  # log p(j) + log p(e | j)
-            mx = joint.amax(1, keepdim=True)
-            mixed[redo] = joint.sub_(mx).exp_().sum(1).log_().add_(mx.squeeze(1))
-        if logz_all is not None:
-            logz_all.view(bsz * tgt_len, width)[s:e] = logz
+            joint = torch.log_softmax(lg, -1).add_(align[redo, :, None])  # log p(j) + log p(e | j)
+            mixed[redo] = torch.logsumexp(joint, dim=1)
     return (out, logz_all) if return_logz else out

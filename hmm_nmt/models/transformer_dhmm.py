@@ -453,12 +453,14 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
             return x, extra
         src_feat, tgt_feat = self.lexicon_features(x, extra["encoder_out"], incremental_state)
         weight, bias = self._output_weight_bias()
-        log_probs, logz = log_mixture(src_feat, tgt_feat, extra["log_align"], weight, bias,
-                                      self.lexicon_chunk_size, self.lexicon_dtype, return_logz=True,
-                                      keep_idx=extra.get("keep_idx"))
-        if extra.get("keep_idx") is not None:
-            logz = logz.new_zeros(extra["log_align"].shape).scatter(-1, extra["keep_idx"], logz)
-        if self.first_order is not None and incremental_state is not None:
+        # the lexicon normalisers are part of the first-order filtering state, not needed otherwise
+        keep_state = self.first_order is not None and incremental_state is not None
+        log_probs = log_mixture(src_feat, tgt_feat, extra["log_align"], weight, bias, self.lexicon_chunk_size,
+                                self.lexicon_dtype, return_logz=keep_state, keep_idx=extra.get("keep_idx"))
+        if keep_state:
+            log_probs, logz = log_probs
+            if extra.get("keep_idx") is not None:
+                logz = logz.new_zeros(extra["log_align"].shape).scatter(-1, extra["keep_idx"], logz)
             self.first_order.set_incremental_state(incremental_state, "state", {
                 "pred": extra["log_align"][:, -1], "logz": logz[:, -1], "tgt_feat": tgt_feat[:, -1]})
         return log_probs, extra
