@@ -226,7 +226,21 @@ def test_multi30k_smoke_benchmark_three_models(tmp_path):
     assert p.stderr.count("training already done") == 3 and p.stderr.count("decoding already done") == 3
     assert json.loads((out / "results.json").read_text())["results"] == doc["results"]
 
-    # 4. other training settings on the same output are refused, naming the difference
+    # 4. scripts/decode_topk.py: decode-time K; K = 0 is the benchmark's own (exact) decoding of that checkpoint
+    dhmm0 = next(r for r in rows if r["slot"] == "dhmm0")
+    p = run([sys.executable, os.path.join(ROOT, "scripts", "decode_topk.py"), "--data", str(work / "data"),
+             "--checkpoint", str(out / dhmm0["checkpoint"]), "--subset", "test", "--k", "0", "1",
+             "--batch-size", "16", "--generate-args", "--max-len-b 12", "--out", str(tmp_path / "k")])
+    k_rows = json.loads((tmp_path / "k.json").read_text())["rows"]
+    assert [r["k"] for r in k_rows] == [0, 1]
+    assert k_rows[0]["bleu"] == pytest.approx(dhmm0["bleu"]) and k_rows[0]["ter"] == pytest.approx(dhmm0["ter"])
+    assert all(r["decode_sentences"] == N_TEST and r["decode_sentences_per_second"] > 0 for r in k_rows)
+    assert "| exact |" in p.stdout and "| 1 |" in p.stdout
+    p = run([sys.executable, os.path.join(ROOT, "scripts", "decode_topk.py"), "--data", str(work / "data"),
+             "--checkpoint", str(tmp_path / "nope.pt")], check=False)
+    assert p.returncode == 2 and "nope.pt: no such file" in p.stderr
+
+    # 5. other training settings on the same output are refused, naming the difference
     p = run([sys.executable, BENCH, "--data", str(work / "data"), "--out", str(out), *SMOKE, "--lr", "0.002"],
             check=False)
     assert p.returncode == 1 and "other training settings" in p.stderr and "lr: 0.001 -> 0.002" in p.stderr
