@@ -7,7 +7,9 @@ memory and ratios against the ``transformer`` baseline.
 
 Without checkpoints the models are freshly initialised and every hypothesis is forced to the same length
 (``--min-len`` = ``--max-len``), so that the comparison measures the decoder, not what an untrained model
-happens to emit. With ``--checkpoint NAME=PATH`` (repeatable) trained models decode freely.
+happens to emit. With ``--checkpoint NAME=PATH`` (repeatable) trained models decode freely;
+``NAME=PATH,lexicon_topk=2`` decodes one with model overrides (decode-time K, ``lexicon_dtype=bf16``), as
+``--model-overrides`` does for fairseq-generate.
 
     python scripts/bench_decode.py                                   # toy corpus, random models
     python scripts/bench_decode.py --data data-bin/multi30k --subset test \\
@@ -33,9 +35,10 @@ def run_one(spec, opts, queue):
     from fairseq.sequence_generator import SequenceGenerator
 
     torch.set_num_threads(opts.threads)
-    path = dict(opts.checkpoint).get(spec)
+    path, overrides = dict(opts.checkpoint).get(spec, (None, {}))
     if path is not None:
-        models, _, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides={"data": opts.data})
+        models, _, task = checkpoint_utils.load_model_ensemble_and_task(
+            [path], arg_overrides={"data": opts.data, **overrides})
         model = models[0]
         min_len, max_len_a, max_len_b = 1, 1.2, 10
     else:
@@ -86,8 +89,9 @@ def main(argv=None):
     ap.add_argument("--subset", default="valid")
     ap.add_argument("--models", nargs="+", default=["transformer", "dhmm0", "dhmm1"],
                     help="model specs as in bench_train.py (``topk``: the --lexicon-topk sweep)")
-    ap.add_argument("--checkpoint", action="append", default=[], metavar="NAME=PATH",
-                    help="decode a trained checkpoint under the name NAME (repeatable)")
+    ap.add_argument("--checkpoint", action="append", default=[], metavar="NAME=PATH[,KEY=VALUE...]",
+                    help="decode a trained checkpoint under the name NAME (repeatable), with optional model "
+                         "overrides, e.g. dhmm0-k2=ckpt.pt,lexicon_topk=2")
     ap.add_argument("--beam", type=int, default=5)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--max-batches", type=int, default=4, help="timed batches per model")
@@ -102,10 +106,17 @@ def main(argv=None):
     opts = ap.parse_args(argv)
     checkpoints = []
     for item in opts.checkpoint:
-        name, sep, path = item.partition("=")
+        name, sep, rest = item.partition("=")
+        path, *pairs = rest.split(",")
         if not sep or not os.path.isfile(path):
-            ap.error(f"--checkpoint {item}: expected NAME=PATH to an existing checkpoint file")
-        checkpoints.append((name, path))
+            ap.error(f"--checkpoint {item}: expected NAME=PATH[,KEY=VALUE...] with an existing checkpoint file")
+        overrides = {}
+        for pair in pairs:
+            key, eq, value = pair.partition("=")
+            if not eq or not key:
+                ap.error(f"--checkpoint {item}: model override '{pair}' is not KEY=VALUE")
+            overrides[key] = int(value) if value.lstrip("-").isdigit() else value
+        checkpoints.append((name, (path, overrides)))
     opts.checkpoint = checkpoints
     models = [n for n, _ in checkpoints] or expand_models(opts.models)
     if opts.data is not None and not os.path.isdir(opts.data):

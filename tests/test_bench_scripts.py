@@ -84,3 +84,13 @@ def test_topk_sweep_refuses_bad_arguments(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "bad config 'o2-k1'" in proc.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_bench_decode_checkpoint_specs_are_checked(tmp_path):
+    ckpt = tmp_path / "model.pt"
+    ckpt.write_bytes(b"not loaded: the specs are checked first")
+    for spec, msg in ((f"k2={tmp_path}/missing.pt", "with an existing checkpoint file"),
+                      (f"k2={ckpt},lexicon_topk", "model override 'lexicon_topk' is not KEY=VALUE"),
+                      (str(ckpt), "expected NAME=PATH")):
+        proc = run(os.path.join(SCRIPTS, "bench_decode.py"), "--checkpoint", spec, check=False)
+        assert proc.returncode == 2 and msg in proc.stderr, proc.stderr
