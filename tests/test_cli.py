@@ -1,4 +1,5 @@
 """Real fairseq command lines on the embedded toy corpus: train, generate, interactive, hub, bad input."""
+import json
 import os
 import re
 import subprocess
@@ -131,6 +132,22 @@ def test_train_and_generate_with_topk_and_bf16(toy, order):
         scores[k] = [float(x) for x in re.findall(r"^H-\d+\t(\S+)\t", out, re.M)]
         assert len(scores[k]) == 40
     assert scores[0] != scores[1]
+
+
+def test_topk_warmup_switches_at_the_trainer_update_count(toy):
+    # fairseq's task calls model.set_num_updates every update: exact likelihood (no align_mass logged) for the
+    # first 3 updates, then the top-1 bound (align_mass < 1 logged), for the updates fairseq-train counts
+    proc = fairseq("train", str(toy / "bin"), "--user-dir", USER_DIR, "--arch", "transformer_dhmm", *SMALL,
+                   "--lexicon-topk", "1", "--lexicon-topk-warmup", "3", "--criterion",
+                   "dhmm_label_smoothed_cross_entropy", "--optimizer", "adam", "--lr", "0.001", "--max-tokens", "500",
+                   "--max-update", "6", "--log-interval", "1", "--save-dir", str(toy / "warm"), "--no-save",
+                   "--seed", "1", "--num-workers", "0", "--no-progress-bar", "--log-format", "json")
+    logs = [json.loads(line[line.index("{"):]) for line in (proc.stdout + proc.stderr).splitlines()
+            if "| train_inner |" in line]
+    assert [int(r["num_updates"]) for r in logs] == [1, 2, 3, 4, 5, 6]
+    # the loss of update u is computed with the counter at u - 1
+    assert ["align_mass" in r for r in logs] == [False, False, False, True, True, True]
+    assert all(0 < float(r["align_mass"]) < 1 for r in logs[3:])
 
 
 class _NotAllowListed:

@@ -9,7 +9,8 @@
 # --data is a directory made by examples/multi30k/prepare.sh. Each configuration is one
 # scripts/benchmark_translation.py run in <out>/<config> (resumable: the same command skips what is done);
 # -j N runs N of them at once (each with --threads 1 unless overridden). The defaults below are the CPU
-# sweep of docs/multi30k.md; options after "--" override them (the last value wins), e.g. on a GPU:
+# sweep of docs/speed.md (run there on the 2000-merge data of examples/multi30k/run.sh, -j 2); options after
+# "--" override them (the last value wins), e.g. on a GPU:
 #   examples/multi30k/topk_sweep.sh --data runs/multi30k/data --out runs/topk -- --max-update 20000 --fp16
 set -euo pipefail
 
@@ -57,7 +58,7 @@ run_one() {
   "$PYTHON" "$REPO/scripts/benchmark_translation.py" --data "$DATA" --out "$OUT/$name" --models "$slot" \
     --directions de-en --embed-dim 256 --ffn-dim 1024 --layers 3 --heads 4 \
     --max-tokens 1024 --lr 1e-3 --warmup-updates 100 --dropout 0.1 --label-smoothing 0.1 --seed 1 \
-    --max-update 400 --beam 5 --generate-args "--max-len-a 1.5 --max-len-b 10" --threads 1 --no-plots \
+    --max-update 500 --beam 5 --generate-args "--max-len-a 1.5 --max-len-b 10" --threads 1 --no-plots \
     "${extra[@]+"${extra[@]}"}" "$@" > "$OUT/$name.log" 2>&1 \
     || { echo "topk_sweep.sh: $name failed, see $OUT/$name.log" >&2; return 1; }
   echo "topk_sweep.sh: $name done" >&2
