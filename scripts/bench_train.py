@@ -3,7 +3,9 @@
 
 Each model trains N updates on the same batches (same data, sizes, optimizer and seed) in its own child
 process of this one invocation, so that peak memory (RSS on CPU, max allocated on CUDA) is per model; the
-script prints target tokens/s, peak memory and the ratio against the ``transformer`` baseline.
+script prints target tokens/s, peak memory and the ratio against the ``transformer`` baseline, then the
+throughput of the exact fp32 lexicon kernel against plain matmul at the sizes of these batches
+(scripts/bench_lexicon.py with N = the mean (i, j) rows per update; ``--skip-lexicon`` leaves it out).
 
     python scripts/bench_train.py                                  # embedded toy corpus, small model
     python scripts/bench_train.py --data data-bin/multi30k --embed-dim 256 --layers 3 --max-tokens 3400 \\
@@ -115,7 +117,7 @@ def run_one(spec, opts, queue):
     if len(batches) < opts.updates + opts.warmup:
         raise SystemExit(f"bench_train.py: only {len(batches)} batches in the training set; lower --updates")
     model.train()
-    tokens, elapsed = 0, 0.0
+    tokens, elapsed, rows = 0, 0.0, 0
     for step, sample in enumerate(batches):
         sync = torch.cuda.synchronize if opts.device == "cuda" else (lambda: None)
         sync()
@@ -128,12 +130,17 @@ def run_one(spec, opts, queue):
         if step >= opts.warmup:
             elapsed += time.perf_counter() - t0
             tokens += sample["ntokens"]
+            # (i, j) rows of the exact direct-HMM lexicon: target x source length, per sentence
+            tgt_len = sample["target"].ne(task.target_dictionary.pad()).sum(1)
+            src_len = sample["net_input"]["src_tokens"].ne(task.source_dictionary.pad()).sum(1)
+            rows += int((tgt_len * src_len).sum())
     if opts.device == "cuda":
         peak_mb = torch.cuda.max_memory_allocated() / 2 ** 20
     else:
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     queue.put({"model": spec, "params": sum(p.numel() for p in model.parameters()),
-               "tok_per_s": tokens / elapsed, "sec_per_update": elapsed / opts.updates, "peak_mb": peak_mb})
+               "tok_per_s": tokens / elapsed, "sec_per_update": elapsed / opts.updates, "peak_mb": peak_mb,
+               "lexicon_rows_per_update": rows / opts.updates, "vocab": len(task.target_dictionary)})
 
 
 def main(argv=None):
@@ -148,6 +155,8 @@ def main(argv=None):
     ap.add_argument("--max-tokens", type=int, default=2000)
     ap.add_argument("--threads", type=int, default=max(1, os.cpu_count() or 1))
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--skip-lexicon", action="store_true",
+                    help="do not measure the exact lexicon kernel against matmul at this run's sizes")
     ap.add_argument("--json", help="also write the results to this JSON file")
     opts = ap.parse_args(argv)
     opts.models = expand_models(opts.models)
@@ -165,10 +174,29 @@ def main(argv=None):
         r["memory_ratio"] = r["peak_mb"] / base["peak_mb"]
         print(f"{r['model']:<40} {r['tok_per_s']:>10.0f} {r['throughput_ratio']:>7.3f} {r['peak_mb']:>9.0f} "
               f"{r['memory_ratio']:>9.2f} {r['params']:>10d}")
+    kernel = None if opts.skip_lexicon else lexicon_efficiency(opts, results[0])
     if opts.json:
         with open(opts.json + ".tmp", "w") as f:
-            json.dump(results, f, indent=1)
+            json.dump({"models": results, "lexicon_kernel": kernel}, f, indent=1)
         os.replace(opts.json + ".tmp", opts.json)
+
+
+def lexicon_efficiency(opts, r):
+    """Exact fp32 lexicon kernel (scripts/bench_lexicon.py) at this run's sizes: rows per update, d and V."""
+    rows = max(1, round(r["lexicon_rows_per_update"]))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "lexicon.json")
+        subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bench_lexicon.py"), "--rows", str(rows),
+                        "--dim", str(opts.embed_dim), "--vocab", str(r["vocab"]), "--dtypes", "fp32",
+                        "--threads", str(opts.threads), "--device", opts.device, "--json", path],
+                       check=True, stdout=subprocess.DEVNULL)
+        with open(path) as f:
+            kernel = json.load(f)[0]
+    print(f"\nexact fp32 lexicon kernel at these sizes ({rows} (i, j) rows per update, d={opts.embed_dim}, "
+          f"V={r['vocab']}): {kernel['useful_ratio']:.2f} of plain matmul throughput on the useful 6NdV flop, "
+          f"{kernel['executed_ratio']:.2f} counting the recomputation in backward "
+          f"({kernel['matmul_gflops']:.0f} GFLOP/s matmul, {kernel['extra_peak_mb']:.0f} MB extra peak)")
+    return kernel
 
 
 if __name__ == "__main__":

@@ -38,10 +38,17 @@ def test_bench_train_and_decode_print_ratios_against_the_transformer(tmp_path):
     models = ["transformer", "dhmm0:--lexicon-topk=2,--lexicon-dtype=bf16", "dhmm1:--lexicon-topk=1"]
     out = run(os.path.join(SCRIPTS, "bench_train.py"), "--updates", "1", "--warmup", "0", "--max-tokens", "300",
               "--models", *models, "--json", str(tmp_path / "train.json"), *small).stdout
-    rows = json.loads((tmp_path / "train.json").read_text())
+    doc = json.loads((tmp_path / "train.json").read_text())
+    rows = doc["models"]
     assert [r["model"] for r in rows] == models
     assert rows[0]["throughput_ratio"] == 1.0 and all(r["tok_per_s"] > 0 for r in rows)
     assert all(m in out for m in models)
+    # the exact lexicon kernel against matmul, at the (i, j) rows of the same batches
+    assert len({r["lexicon_rows_per_update"] for r in rows}) == 1 and rows[0]["lexicon_rows_per_update"] > 300
+    kernel = doc["lexicon_kernel"]
+    assert kernel["dtype"] == "fp32" and kernel["rows"] == round(rows[0]["lexicon_rows_per_update"])
+    assert kernel["vocab"] == rows[0]["vocab"] and kernel["useful_ratio"] > 0
+    assert re.search(rf"exact fp32 lexicon kernel at these sizes .*: {NUM} of plain matmul", out)
     run(os.path.join(SCRIPTS, "bench_decode.py"), "--max-batches", "1", "--batch-size", "4", "--length", "4",
         "--models", *models, "--json", str(tmp_path / "decode.json"), *small)
     rows = json.loads((tmp_path / "decode.json").read_text())
