@@ -154,19 +154,26 @@ def restricted_brute_force(p, keeps):
 @pytest.mark.parametrize("k", [1, 2, 3, 4])
 def test_first_order_pruned_forward_is_the_restricted_sum_and_a_lower_bound(seed, k):
     p = random_problem(bsz=3, tgt_len=4, src_len=4, seed=seed)
-    keeps = []
+    calls = []
 
-    def lexicon(i, keep):
-        keeps.append(keep.clone())
-        return p["lex"][:, i].masked_fill(~keep, 0.0), torch.zeros_like(p["lex"][:, i])
+    def gold(i, keep):
+        calls.append(keep.clone())
+        return p["lex"][:, i].masked_fill(~keep, 0.0)  # only the kept entries may be read
 
-    ll, ll_gold, kept = direct.first_order_pruned_log_likelihood(
-        p["log_init"], p["log_trans"], lexicon, p["tgt_mask"], ~p["src_pad"], k)
+    keep, ll_gold, kept = direct.first_order_topk_paths(p["log_init"], p["log_trans"], gold, p["tgt_mask"],
+                                                        ~p["src_pad"], k)
+    assert all(torch.equal(keep[:, i], c) for i, c in enumerate(calls))
+    keeps = list(keep.unbind(1))
+    lex = p["lex"].clone().requires_grad_()
+    ll = direct.first_order_pruned_log_likelihood(p["log_init"], p["log_trans"], lex, keep, p["tgt_mask"])
     exact = direct.first_order_log_likelihood(p["log_init"], p["log_trans"], p["lex"], p["tgt_mask"])
+    ll.sum().backward()
+    assert (lex.grad[~keep] == 0).all()  # scores outside the kept sets are never used
     torch.testing.assert_close(ll, ll_gold)  # eps = 0
     # the pruned forward is exactly the sum over the paths inside the kept sets ...
     torch.testing.assert_close(ll, restricted_brute_force(p, keeps))
-    assert all((kp.sum(-1) == torch.clamp(p["src_lens"], max=k)).all() for kp in keeps)
+    real = p["tgt_mask"]
+    assert all((kp.sum(-1) == torch.clamp(p["src_lens"], max=k) * real[:, i]).all() for i, kp in enumerate(keeps))
     # ... hence never above the exact likelihood, and equal to it when K covers every source position
     assert (ll <= exact + 1e-9).all()
     if k >= 4:

@@ -114,41 +114,41 @@ def topk_mask(log_align: Tensor, valid: Tensor, k: int) -> Tensor:
     return torch.zeros_like(valid).scatter(-1, idx, True) & valid
 
 
-def first_order_pruned_log_likelihood(log_init: Tensor, log_trans: Tensor, lexicon, tgt_mask: Tensor,
-                                      src_valid: Tensor, k: int, eps: float = 0.0):
-    """First-order forward in which step i scores the lexicon only at k source positions.
+def first_order_topk_paths(log_init: Tensor, log_trans: Tensor, gold, tgt_mask: Tensor, src_valid: Tensor, k: int):
+    """The kept alignment positions of the first-order pruned forward (a beam over positions), no gradients.
 
-    The kept positions are the k best of the predicted alignment p(b_i = j | e_<i, f) =
-    sum_j' p(j | j') q_{i-1}(j'), q_{i-1} the normalised (pruned) forward vector of the unsmoothed model:
-    a beam over alignment positions. ``lexicon(i, keep)`` returns the (gold, vocabulary-mean) lexicon scores
-    (B, J) for the entries where ``keep`` (B, J) is True, so only B x k lexicon rows per step are computed.
-    Dropped alignment paths only remove non-negative terms: the result is a lower bound of the exact
-    likelihood, equal to it when k >= J.
+    Step i keeps the k best j of the predicted alignment p(b_i = j | e_<i, f) = sum_j' p(j | j') q_{i-1}(j'),
+    q_{i-1} the normalised forward vector of the pruned recursion with the exact lexicon. ``gold(i, keep)``
+    returns log p(e_i | j) (B, J) at the entries where ``keep`` (B, J) is True (those of real target
+    positions are all it needs to compute), so only B x k lexicon rows per step are scored.
 
-    Returns (smoothed log-likelihood (B,), exact-lexicon log-likelihood (B,), kept predicted mass summed
-    over target positions (B,)).
+    Returns (keep (B, I, J), the pruned log-likelihood with the exact lexicon (B,), kept predicted mass
+    summed over target positions (B,)). :func:`first_order_pruned_log_likelihood` is then the differentiable
+    forward over the kept positions, with the lexicon scored in one batch.
     """
-    q_s = q_g = None
-    kept = log_init.new_zeros(log_init.shape[0])
-    for i in range(tgt_mask.size(1)):
-        if i == 0:
-            pred = log_init
-        else:
-            filt = torch.log_softmax(q_g.detach(), dim=-1)
-            pred = _masked_lse(filt[:, :, None] + log_trans[:, i], dim=1)
-        keep = topk_mask(pred.detach(), src_valid, k)
-        kept = kept + (pred.detach().exp() * keep).sum(-1) * tgt_mask[:, i]
-        gold, mean = lexicon(i, keep)
-        lex_s = gold if eps == 0 else (1.0 - eps) * gold + eps * mean
-        if i == 0:
-            new_s, new_g = log_init + lex_s, log_init + gold
-        else:
-            new_s = lex_s + _masked_lse(q_s[:, :, None] + log_trans[:, i], dim=1)
-            new_g = gold + _masked_lse(q_g[:, :, None] + log_trans[:, i], dim=1) if eps else new_s
-        new_s, new_g = new_s.masked_fill(~keep, MASKED), new_g.masked_fill(~keep, MASKED)
-        if i == 0:
-            q_s, q_g = new_s, new_g
-        else:
-            q_s = torch.where(tgt_mask[:, i, None], new_s, q_s)
-            q_g = torch.where(tgt_mask[:, i, None], new_g, q_g)
-    return torch.logsumexp(q_s, -1), torch.logsumexp(q_g, -1), kept
+    with torch.no_grad():
+        keeps, q = [], None
+        kept = log_init.new_zeros(log_init.shape[0])
+        for i in range(tgt_mask.size(1)):
+            if i == 0:
+                pred = log_init
+            else:
+                pred = _masked_lse(torch.log_softmax(q, dim=-1)[:, :, None] + log_trans[:, i], dim=1)
+            keep = topk_mask(pred, src_valid, k) & tgt_mask[:, i, None]
+            kept += (pred.exp() * keep).sum(-1)
+            lex = gold(i, keep)
+            new = lex + (log_init if i == 0 else _masked_lse(q[:, :, None] + log_trans[:, i], dim=1))
+            new = new.masked_fill(~keep, MASKED)
+            q = new if i == 0 else torch.where(tgt_mask[:, i, None], new, q)
+            keeps.append(keep)
+        return torch.stack(keeps, dim=1), torch.logsumexp(q, -1), kept
+
+
+def first_order_pruned_log_likelihood(log_init: Tensor, log_trans: Tensor, lex: Tensor, keep: Tensor,
+                                      tgt_mask: Tensor) -> Tensor:
+    """log of the sum over the alignment paths inside ``keep`` (B, I, J) of the first-order direct HMM.
+
+    Dropped paths only remove non-negative terms: a lower bound of :func:`first_order_log_likelihood`,
+    equal to it when ``keep`` holds every source position. ``lex`` is only read where ``keep``.
+    """
+    return first_order_log_likelihood(log_init, log_trans, lex.masked_fill(~keep, MASKED), tgt_mask)

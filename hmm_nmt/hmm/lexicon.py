@@ -142,16 +142,19 @@ class LexiconScores(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, hidden, weight, bias, target, chunk_rows, dtype):
+    def forward(ctx, hidden, weight, bias, target, chunk_rows, dtype, logz=None):
         n = hidden.size(0)
-        logits_of = _ChunkLogits(hidden, weight, bias, dtype, min(n, chunk_rows))
-        gold = torch.empty(n, dtype=logits_of.out.dtype, device=hidden.device)
-        logz = torch.empty_like(gold)
-        for s in range(0, n, chunk_rows):
-            e = min(n, s + chunk_rows)
-            logits = logits_of(hidden[s:e])
-            gold[s:e] = logits.gather(1, target[s:e, None]).squeeze(1)
-            logz[s:e] = _logsumexp_(logits)
+        if logz is None:
+            logits_of = _ChunkLogits(hidden, weight, bias, dtype, min(n, chunk_rows))
+            gold = torch.empty(n, dtype=logits_of.out.dtype, device=hidden.device)
+            logz = torch.empty_like(gold)
+            for s in range(0, n, chunk_rows):
+                e = min(n, s + chunk_rows)
+                logits = logits_of(hidden[s:e])
+                gold[s:e] = logits.gather(1, target[s:e, None]).squeeze(1)
+                logz[s:e] = _logsumexp_(logits)
+        else:  # normalisers known (lexicon_logz): the gold logit is a dot product, no pass over V
+            gold = gold_logits(hidden, weight, bias, target)
         acc = gold.dtype
         mean = hidden.to(acc) @ weight.to(acc).mean(0)
         if bias is not None:
@@ -207,16 +210,51 @@ class LexiconScores(torch.autograd.Function):
             grad_w = grad_w.to(weight.dtype)
         if grad_b is not None:
             grad_b = grad_b.to(bias.dtype)
-        return grad_h, grad_w, grad_b, None, None, None
+        return grad_h, grad_w, grad_b, None, None, None, None
+
+
+def gold_logits(hidden: Tensor, weight: Tensor, bias: Optional[Tensor], target: Tensor) -> Tensor:
+    """The target word's logit of each row, (N,): a dot product per row (fp32 or fp64)."""
+    acc = torch.float32 if hidden.dtype != torch.float64 else hidden.dtype
+    gold = (hidden.to(acc) * weight[target].to(acc)).sum(-1)
+    return gold + bias[target].to(acc) if bias is not None else gold
+
+
+@torch.no_grad()
+def lexicon_logz(hidden: Tensor, weight: Tensor, bias: Optional[Tensor], chunk_rows: int = 1024,
+                 dtype: torch.dtype = torch.float32) -> Tensor:
+    """log Z of each row of ``hidden`` (N,), chunked, without gradients.
+
+    For callers that must know the normalisers before the rows they need gradients for are known (the
+    first-order pruned forward selects step i's positions from the scores of step i-1): they pass these to
+    ``lexicon_scores(..., logz=)``, whose forward then skips the pass over the vocabulary.
+    """
+    n = hidden.size(0)
+    logz = torch.empty(n, dtype=torch.float32 if hidden.dtype != torch.float64 else hidden.dtype,
+                       device=hidden.device)
+    if n == 0:
+        return logz
+    logits_of = _ChunkLogits(hidden, weight, bias, dtype, min(n, chunk_rows))
+    for s in range(0, n, chunk_rows):
+        e = min(n, s + chunk_rows)
+        logz[s:e] = _logsumexp_(logits_of(hidden[s:e]))
+    return logz
 
 
 def lexicon_scores(hidden: Tensor, weight: Tensor, bias: Optional[Tensor], target: Tensor,
-                   chunk_rows: int = 1024, dtype: torch.dtype = torch.float32) -> Tuple[Tensor, Tensor]:
-    """(log p(target | row), mean_v log p(v | row)) for rows of ``hidden``; see :class:`LexiconScores`."""
+                   chunk_rows: int = 1024, dtype: torch.dtype = torch.float32,
+                   logz: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+    """(log p(target | row), mean_v log p(v | row)) for rows of ``hidden``; see :class:`LexiconScores`.
+
+    ``logz``: the rows' log-normalisers if already known (:func:`lexicon_logz` with the same ``dtype``);
+    forward then costs a dot product per row instead of a pass over the vocabulary.
+    """
     if hidden.size(0) == 0:
         z = hidden.new_zeros(0, dtype=torch.float32)
         return z, z
-    return LexiconScores.apply(hidden, weight, bias, target, max(1, int(chunk_rows)), dtype)
+    if logz is not None:
+        logz = logz.detach()
+    return LexiconScores.apply(hidden, weight, bias, target, max(1, int(chunk_rows)), dtype, logz)
 
 
 def reference_lexicon_scores(hidden, weight, bias, target):

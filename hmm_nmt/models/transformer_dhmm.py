@@ -40,7 +40,7 @@ from fairseq.models.transformer.transformer_legacy import base_architecture, tra
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 
 from hmm_nmt.hmm import direct
-from hmm_nmt.hmm.lexicon import LEXICON_DTYPES, lexicon_scores, log_mixture
+from hmm_nmt.hmm.lexicon import LEXICON_DTYPES, gold_logits, lexicon_logz, lexicon_scores, log_mixture
 
 
 def Linear(in_features, out_features, bias=True):
@@ -368,21 +368,37 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
         return {"log_init": extra["log_init"][:, 0], "log_trans": extra["log_trans"]}
 
     def pruned_first_order_loss(self, x: Tensor, extra: Dict, target: Tensor, eps: float):
-        """First order with ``--lexicon-topk K``: (smoothed ll, exact-lexicon ll, kept mass), each (B,)."""
+        """First order with ``--lexicon-topk K``: (smoothed ll, exact-lexicon ll, kept mass), each (B,).
+
+        Two passes: the kept positions are chosen step by step without gradients, which needs only the
+        log-normalisers of the kept rows (:func:`direct.first_order_topk_paths`); then all kept rows are
+        scored in one lexicon call that reuses those normalisers, and the forward over the kept positions
+        is differentiated. One batched call instead of one per target step: the per-call (V, d) work
+        (weight conversion, gradient buffers, their accumulation) is paid once.
+        """
         tgt_mask = target.ne(self.padding_idx)
         src_feat, tgt_feat = self.lexicon_features(x, extra["encoder_out"])
         weight, bias = self._output_weight_bias()
+        logz = x.new_zeros(tgt_mask.shape + src_feat.shape[1:2],
+                           dtype=torch.float64 if x.dtype == torch.float64 else torch.float32)
 
-        def lexicon(i, keep):
+        def gold(i, keep):
             b, j = keep.nonzero(as_tuple=True)
             hidden = torch.relu(src_feat[b, j] + tgt_feat[b, i])
-            gold, mean = lexicon_scores(hidden, weight, bias, target[b, i], self.lexicon_chunk_size,
-                                        self.lexicon_dtype)
-            return (gold.new_zeros(keep.shape).index_put((b, j), gold),
-                    gold.new_zeros(keep.shape).index_put((b, j), mean))
+            z = lexicon_logz(hidden, weight, bias, self.lexicon_chunk_size, self.lexicon_dtype)
+            logz[b, i, j] = z.to(logz.dtype)
+            return logz.new_zeros(keep.shape).index_put((b, j), gold_logits(hidden, weight, bias, target[b, i]) - z)
 
-        return direct.first_order_pruned_log_likelihood(extra["log_init"][:, 0], extra["log_trans"], lexicon,
-                                                        tgt_mask, ~extra["src_pad"], self.lexicon_topk, eps)
+        log_init, log_trans = extra["log_init"][:, 0], extra["log_trans"]
+        keep, ll_gold, mass = direct.first_order_topk_paths(log_init, log_trans, gold, tgt_mask, ~extra["src_pad"],
+                                                            self.lexicon_topk)
+        b, i, j = keep.nonzero(as_tuple=True)
+        hidden = torch.relu(src_feat[b, j] + tgt_feat[b, i])
+        g, m = lexicon_scores(hidden, weight, bias, target[b, i], self.lexicon_chunk_size, self.lexicon_dtype,
+                              logz=logz[b, i, j])
+        scores = g if eps == 0 else (1.0 - eps) * g + eps * m
+        lex = scores.new_zeros(keep.shape).index_put((b, i, j), scores)
+        return direct.first_order_pruned_log_likelihood(log_init, log_trans, lex, keep, tgt_mask), ll_gold, mass
 
     def prune_alignment(self, log_align: Tensor, src_pad: Tensor):
         """Decoding with ``--lexicon-topk K``: keep the K best positions, renormalised over them.
