@@ -17,9 +17,10 @@ def loss_and_grads(m, d, eps=0.1):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_topk_covering_every_position_is_exact(arch):
+@pytest.mark.parametrize("objective", ["bound", "pruned"])
+def test_topk_covering_every_position_is_exact(arch, objective):
     exact, d = build(arch)
-    pruned, _ = build(arch, d, extra=["--lexicon-topk", "5"])  # J = 5 in the test batch
+    pruned, _ = build(arch, d, extra=["--lexicon-topk", "5", "--lexicon-topk-objective", objective])  # J = 5
     pruned.load_state_dict(exact.state_dict())
     l0, n0, _, g0 = loss_and_grads(exact, d)
     l1, n1, mass, g1 = loss_and_grads(pruned, d)
@@ -101,3 +102,26 @@ def test_bf16_lexicon_within_tolerance_of_fp32(arch):
     num = sum((g1[n] - g0[n]).norm() ** 2 for n in g0) ** 0.5
     den = sum(g0[n].norm() ** 2 for n in g0) ** 0.5
     assert num / den < 0.05, float(num / den)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_pruned_objective_is_the_likelihood_decoding_scores(arch, k):
+    # --lexicon-topk-objective pruned trains the model that decoding with the same K uses: its loss is minus
+    # the sum of the decoder's own log-probabilities of the reference (teacher forcing), and never below
+    # the bound's loss (bound = pruned + sum_i log m_i)
+    m, d = build(arch, extra=["--lexicon-topk", str(k), "--lexicon-topk-objective", "pruned"])
+    bound, _ = build(arch, d, extra=["--lexicon-topk", str(k)])
+    bound.load_state_dict(m.state_dict())
+    src, lens, prev, target = batch(d)
+    for x in (m, bound):
+        x.eval()
+    loss, nll = dhmm_loss(m, m(src, lens, prev, features_only=True), target, 0.0)
+    lprobs, _ = m(src, lens, prev)
+    scored = lprobs.gather(-1, target[..., None]).squeeze(-1).masked_fill(target.eq(d.pad()), 0.0).sum()
+    torch.testing.assert_close(loss, -scored)
+    torch.testing.assert_close(nll, -scored)
+    loose, _ = dhmm_loss(bound, bound(src, lens, prev, features_only=True), target, 0.0)
+    assert loss <= loose + 1e-5
+    if k < 3:
+        assert loss < loose - 1e-4  # something was pruned, and the bound paid for it

@@ -53,8 +53,8 @@ def dhmm_loss(model, net_output, target, eps, return_mass=False):
         nll = loss.detach()
     if not return_mass:
         return loss, nll
-    if "log_align" in align:
-        mass = (align["log_align"].detach().exp() * row_mask).sum()
+    if "log_align" in align:  # predicted alignment mass on the kept positions (before any renormalisation)
+        mass = (extra["log_align"].detach().exp() * row_mask).sum()
     else:
         mass = tgt_mask.sum().to(loss.dtype)
     return loss, nll, mass

@@ -122,26 +122,26 @@ def first_order_topk_paths(log_init: Tensor, log_trans: Tensor, gold, tgt_mask: 
     returns log p(e_i | j) (B, J) at the entries where ``keep`` (B, J) is True (those of real target
     positions are all it needs to compute), so only B x k lexicon rows per step are scored.
 
-    Returns (keep (B, I, J), the pruned log-likelihood with the exact lexicon (B,), kept predicted mass
-    summed over target positions (B,)). :func:`first_order_pruned_log_likelihood` is then the differentiable
-    forward over the kept positions, with the lexicon scored in one batch.
+    Returns (keep (B, I, J), the restricted path sum with the exact lexicon (B,), the predicted mass kept at
+    each step m_i (B, I), 0 on target padding). :func:`first_order_pruned_log_likelihood` (or
+    :func:`first_order_pruned_filter_log_likelihood`) is then the differentiable forward over the kept
+    positions, with the lexicon scored in one batch.
     """
     with torch.no_grad():
-        keeps, q = [], None
-        kept = log_init.new_zeros(log_init.shape[0])
+        keeps, masses, q = [], [], None
         for i in range(tgt_mask.size(1)):
             if i == 0:
                 pred = log_init
             else:
                 pred = _masked_lse(torch.log_softmax(q, dim=-1)[:, :, None] + log_trans[:, i], dim=1)
             keep = topk_mask(pred, src_valid, k) & tgt_mask[:, i, None]
-            kept += (pred.exp() * keep).sum(-1)
+            masses.append((pred.exp() * keep).sum(-1))
             lex = gold(i, keep)
             new = lex + (log_init if i == 0 else _masked_lse(q[:, :, None] + log_trans[:, i], dim=1))
             new = new.masked_fill(~keep, MASKED)
             q = new if i == 0 else torch.where(tgt_mask[:, i, None], new, q)
             keeps.append(keep)
-        return torch.stack(keeps, dim=1), torch.logsumexp(q, -1), kept
+        return torch.stack(keeps, dim=1), torch.logsumexp(q, -1), torch.stack(masses, dim=1)
 
 
 def first_order_pruned_log_likelihood(log_init: Tensor, log_trans: Tensor, lex: Tensor, keep: Tensor,
@@ -152,3 +152,28 @@ def first_order_pruned_log_likelihood(log_init: Tensor, log_trans: Tensor, lex: 
     equal to it when ``keep`` holds every source position. ``lex`` is only read where ``keep``.
     """
     return first_order_log_likelihood(log_init, log_trans, lex.masked_fill(~keep, MASKED), tgt_mask)
+
+
+def first_order_pruned_filter_log_likelihood(log_init: Tensor, log_trans: Tensor, lex: Tensor, keep: Tensor,
+                                             tgt_mask: Tensor) -> Tensor:
+    """log-likelihood (B,) of the pruned first-order model that decoding with ``--lexicon-topk`` uses.
+
+    At step i the predicted alignment p(b_i = j | e_<i, f) = sum_j' p(j | j') q_{i-1}(j') is renormalised
+    over the kept positions S_i (``keep`` (B, I, J)): p~_i(j); the step's probability of e_i is
+    c_i = sum_{j in S_i} p~_i(j) p(e_i | j), and the filtered state is q_i(j) = p~_i(j) p(e_i | j) / c_i.
+    log p(E | F) = sum_i log c_i. The restricted path sum (:func:`first_order_pruned_log_likelihood`) is
+    this plus sum_i log m_i, m_i the predicted mass on S_i: the same filter, but with a reward for moving
+    alignment mass into the kept set.
+    """
+    ll = lex.new_zeros(lex.size(0))
+    q = None
+    for i in range(lex.size(1)):
+        pred = log_init if i == 0 else _masked_lse(q[:, :, None] + log_trans[:, i], dim=1)
+        pred = torch.log_softmax(pred.masked_fill(~keep[:, i], MASKED), dim=-1)
+        joint = (pred + lex[:, i]).masked_fill(~keep[:, i], MASKED)
+        c = torch.logsumexp(joint, dim=-1)
+        real = tgt_mask[:, i]
+        ll = ll + c * real
+        new = joint - c[:, None]
+        q = new if q is None else torch.where(real[:, None], new, q)
+    return ll

@@ -247,6 +247,7 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
         self.lexicon_dtype = LEXICON_DTYPES[args.lexicon_dtype]
         self.topk = args.lexicon_topk
         self.topk_warmup = args.lexicon_topk_warmup
+        self.topk_objective = args.lexicon_topk_objective
         self.num_updates = 0
         self.first_order = (
             FirstOrderAlignment(args.decoder_embed_dim, d_src, args.decoder_embed_dim, args.max_jump)
@@ -364,6 +365,8 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
             log_align = extra["log_align"]
             if self.lexicon_topk and row_mask is not None:  # restricted sum: a lower bound of the likelihood
                 log_align = log_align.masked_fill(~row_mask, direct.MASKED)
+                if self.topk_objective == "pruned":  # the pruned model decoding uses: renormalised over them
+                    log_align = log_align.log_softmax(-1)
             return {"log_align": log_align}
         return {"log_init": extra["log_init"][:, 0], "log_trans": extra["log_trans"]}
 
@@ -392,13 +395,19 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
         log_init, log_trans = extra["log_init"][:, 0], extra["log_trans"]
         keep, ll_gold, mass = direct.first_order_topk_paths(log_init, log_trans, gold, tgt_mask, ~extra["src_pad"],
                                                             self.lexicon_topk)
+        if self.topk_objective == "pruned":  # the pruned model's likelihood = the path sum - sum_i log m_i
+            ll_gold = ll_gold - mass.clamp(min=1e-30).log().masked_fill(~tgt_mask, 0.0).sum(-1)
         b, i, j = keep.nonzero(as_tuple=True)
         hidden = torch.relu(src_feat[b, j] + tgt_feat[b, i])
         g, m = lexicon_scores(hidden, weight, bias, target[b, i], self.lexicon_chunk_size, self.lexicon_dtype,
                               logz=logz[b, i, j])
         scores = g if eps == 0 else (1.0 - eps) * g + eps * m
         lex = scores.new_zeros(keep.shape).index_put((b, i, j), scores)
-        return direct.first_order_pruned_log_likelihood(log_init, log_trans, lex, keep, tgt_mask), ll_gold, mass
+        if self.topk_objective == "pruned":
+            ll = direct.first_order_pruned_filter_log_likelihood(log_init, log_trans, lex, keep, tgt_mask)
+        else:
+            ll = direct.first_order_pruned_log_likelihood(log_init, log_trans, lex, keep, tgt_mask)
+        return ll, ll_gold, mass.sum(-1)
 
     def prune_alignment(self, log_align: Tensor, src_pad: Tensor):
         """Decoding with ``--lexicon-topk K``: keep the K best positions, renormalised over them.
@@ -509,6 +518,11 @@ class TransformerDHMMModel(TransformerModel):
                             help="score the lexicon only at the K most probable source positions per target "
                                  "position (0: exact). Training maximises a lower bound of the likelihood; "
                                  "decoding renormalises the alignment over the K positions")
+        parser.add_argument("--lexicon-topk-objective", choices=["bound", "pruned"],
+                            help="training criterion with --lexicon-topk: the sum over the kept alignment "
+                                 "positions, a lower bound of the exact likelihood (bound, default), or the exact "
+                                 "likelihood of the pruned model that decoding uses, the alignment renormalised "
+                                 "over the kept positions at every step (pruned)")
         parser.add_argument("--lexicon-topk-warmup", type=int, metavar="N",
                             help="train the exact likelihood for the first N updates, then the --lexicon-topk "
                                  "bound (validation and decoding always use K)")
@@ -570,6 +584,7 @@ def _dhmm_defaults(args):
     args.max_jump = getattr(args, "max_jump", None) or 16
     args.lexicon_topk = getattr(args, "lexicon_topk", None) or 0
     args.lexicon_topk_warmup = getattr(args, "lexicon_topk_warmup", None) or 0
+    args.lexicon_topk_objective = getattr(args, "lexicon_topk_objective", None) or "bound"
 
 
 def dhmm_base_architecture(args):
