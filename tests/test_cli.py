@@ -114,6 +114,8 @@ def test_train_and_generate_with_topk_and_bf16(toy, order):
     save = toy / f"fast{order}"
     proc = fairseq("train", str(toy / "bin"), "--user-dir", USER_DIR, "--arch", "transformer_dhmm", *SMALL,
                    "--alignment-order", str(order), "--lexicon-topk", "2", "--lexicon-dtype", "bf16",
+                   # both criteria through the CLI: the bound (order 0), the pruned model's likelihood (order 1)
+                   "--lexicon-topk-objective", ["bound", "pruned"][order],
                    "--criterion", "dhmm_label_smoothed_cross_entropy", "--label-smoothing", "0.1",
                    "--optimizer", "adam", "--lr", "0.005", "--max-tokens", "2000", "--max-epoch", "2",
                    "--save-dir", str(save), "--no-epoch-checkpoints", "--seed", "1", "--num-workers", "0",
