@@ -16,6 +16,14 @@ def loss_and_grads(m, d, eps=0.1):
     return loss.detach(), nll, mass, {n: p.grad.clone() for n, p in m.named_parameters() if p.grad is not None}
 
 
+def twins(arch, extra_a, extra_b):
+    """Two models with the same weights and different flags, in eval mode (no dropout)."""
+    a, d = build(arch, extra=extra_a)
+    b, _ = build(arch, d, extra=extra_b)
+    b.load_state_dict(a.state_dict())
+    return a.eval(), b.eval(), d
+
+
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("objective", ["bound", "pruned"])
 def test_topk_covering_every_position_is_exact(arch, objective):
@@ -35,12 +43,8 @@ def test_topk_covering_every_position_is_exact(arch, objective):
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("k", [1, 2, 3])
 def test_pruned_likelihood_is_a_lower_bound(arch, k):
-    exact, d = build(arch)
-    pruned, _ = build(arch, d, extra=["--lexicon-topk", str(k)])
-    pruned.load_state_dict(exact.state_dict())
+    exact, pruned, d = twins(arch, [], ["--lexicon-topk", str(k)])
     src, lens, prev, target = batch(d)
-    for m in (exact, pruned):
-        m.eval()
     full, _ = dhmm_loss(exact, exact(src, lens, prev, features_only=True), target, 0.0)
     low, _, mass = dhmm_loss(pruned, pruned(src, lens, prev, features_only=True), target, 0.0, return_mass=True)
     assert low >= full - 1e-5  # losses are negative log-likelihoods
@@ -110,12 +114,9 @@ def test_pruned_objective_is_the_likelihood_decoding_scores(arch, k):
     # --lexicon-topk-objective pruned trains the model that decoding with the same K uses: its loss is minus
     # the sum of the decoder's own log-probabilities of the reference (teacher forcing), and never below
     # the bound's loss (bound = pruned + sum_i log m_i)
-    m, d = build(arch, extra=["--lexicon-topk", str(k), "--lexicon-topk-objective", "pruned"])
-    bound, _ = build(arch, d, extra=["--lexicon-topk", str(k)])
-    bound.load_state_dict(m.state_dict())
+    m, bound, d = twins(arch, ["--lexicon-topk", str(k), "--lexicon-topk-objective", "pruned"],
+                        ["--lexicon-topk", str(k)])
     src, lens, prev, target = batch(d)
-    for x in (m, bound):
-        x.eval()
     loss, nll = dhmm_loss(m, m(src, lens, prev, features_only=True), target, 0.0)
     lprobs, _ = m(src, lens, prev)
     scored = lprobs.gather(-1, target[..., None]).squeeze(-1).masked_fill(target.eq(d.pad()), 0.0).sum()
