@@ -143,18 +143,9 @@ class LexiconScores(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, hidden, weight, bias, target, chunk_rows, dtype, logz=None):
-        n = hidden.size(0)
-        if logz is None:
-            logits_of = _ChunkLogits(hidden, weight, bias, dtype, min(n, chunk_rows))
-            gold = torch.empty(n, dtype=logits_of.out.dtype, device=hidden.device)
-            logz = torch.empty_like(gold)
-            for s in range(0, n, chunk_rows):
-                e = min(n, s + chunk_rows)
-                logits = logits_of(hidden[s:e])
-                gold[s:e] = logits.gather(1, target[s:e, None]).squeeze(1)
-                logz[s:e] = _logsumexp_(logits)
-        else:  # normalisers known (lexicon_logz): the gold logit is a dot product, no pass over V
-            gold = gold_logits(hidden, weight, bias, target)
+        if logz is None:  # otherwise known from lexicon_logz: forward then makes no pass over V
+            logz = lexicon_logz(hidden, weight, bias, chunk_rows, dtype)
+        gold = gold_logits(hidden, weight, bias, target)
         acc = gold.dtype
         mean = hidden.to(acc) @ weight.to(acc).mean(0)
         if bias is not None:

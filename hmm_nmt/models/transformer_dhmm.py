@@ -454,10 +454,8 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
             weight, bias = self._output_weight_bias()
             src_feat = self.lexicon_source(extra["encoder_out"], incremental_state)
             hidden = torch.relu(src_feat + state["tgt_feat"][:, None, :])  # (B, J, d)
-            last = prev_output_tokens[:, -1]
-            gold = (hidden * weight[last][:, None, :]).sum(-1)
-            if bias is not None:
-                gold = gold + bias[last][:, None]
+            last = prev_output_tokens[:, -1:].expand(-1, hidden.size(1))
+            gold = gold_logits(hidden, weight, bias, last)
             filt = torch.log_softmax(state["pred"] + gold - state["logz"], dim=-1)
             pred = direct._masked_lse(filt[:, :, None] + log_trans[:, 0], dim=1)
         log_align, extra["keep_idx"] = self.prune_alignment(pred[:, None, :], extra["src_pad"])
@@ -516,16 +514,16 @@ class TransformerDHMMModel(TransformerModel):
                             help="precision of the lexicon matmul (accumulation and DP stay fp32)")
         parser.add_argument("--lexicon-topk", type=int, metavar="K",
                             help="score the lexicon only at the K most probable source positions per target "
-                                 "position (0: exact). Training maximises a lower bound of the likelihood; "
-                                 "decoding renormalises the alignment over the K positions")
+                                 "position (0: exact). Training: see --lexicon-topk-objective; decoding "
+                                 "renormalises the alignment over the K positions")
         parser.add_argument("--lexicon-topk-objective", choices=["bound", "pruned"],
                             help="training criterion with --lexicon-topk: the sum over the kept alignment "
                                  "positions, a lower bound of the exact likelihood (bound, default), or the exact "
                                  "likelihood of the pruned model that decoding uses, the alignment renormalised "
                                  "over the kept positions at every step (pruned)")
         parser.add_argument("--lexicon-topk-warmup", type=int, metavar="N",
-                            help="train the exact likelihood for the first N updates, then the --lexicon-topk "
-                                 "bound (validation and decoding always use K)")
+                            help="train the exact likelihood for the first N updates, then with --lexicon-topk "
+                                 "(validation and decoding always use K)")
         parser.add_argument("--max-jump", type=int, metavar="M",
                             help="first order: jump widths |j - j'| are clipped at M for the jump bias")
 
