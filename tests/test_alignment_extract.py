@@ -228,6 +228,8 @@ def test_batched_matrices_equal_single_sentence_model_calls(toy, model, name):
         assert it.src_tokens == [task.source_dictionary[t] for t in net["src_tokens"][0].tolist()]
         assert it.tgt_tokens == [task.target_dictionary[t] for t in s["target"][0].tolist()]
         assert it.src_tokens[-1] == it.tgt_tokens[-1] == "</s>"
+        # float32 probabilities (<= 1) from a batched extraction vs one sentence alone: the paths differ by
+        # rounding of a few float32 ulps (~1e-7 each); 1e-5 is ~100x that and far below any real error
         np.testing.assert_allclose(it.matrices["posterior"], post[0].numpy(), atol=1e-5)
         np.testing.assert_allclose(it.matrices["alignment"], extra["attn"][0][0].numpy(), atol=1e-5)
         np.testing.assert_allclose(it.matrices["posterior"].sum(1), 1.0, atol=1e-4)
@@ -426,6 +428,7 @@ def test_heatmap_path_mode(toy, model, tmp_path, capsys):
     m, task = _load(toy, ck1)
     (it,) = ex.extract_matrices(m, task, "test", [4], ("alignment", "posterior"), transition=True)
     with np.load(tmp_path / "m1.npz") as z:
+        # the same computation as the saved one (a separate process): identical up to a float32 ulp or two
         np.testing.assert_allclose(z["posterior"], it.matrices["posterior"], atol=1e-6)
         np.testing.assert_allclose(z["transition"], it.transition, atol=1e-6)
         assert z["src_tokens"].tolist() == it.src_tokens and len(it.src_tokens) == toy["src_lens"][4] + 1

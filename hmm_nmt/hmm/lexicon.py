@@ -21,6 +21,8 @@ from typing import Dict, Optional, Tuple
 import torch
 from torch import Tensor
 
+from hmm_nmt.hmm.precision import accumulation_dtype, upcast
+
 LEXICON_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
@@ -81,7 +83,7 @@ class _ChunkLogits:
         self.dtype = dtype if self.low else hidden.dtype
         self.weight = weight.to(self.dtype)
         self.bias = bias
-        acc = torch.float32 if hidden.dtype != torch.float64 else hidden.dtype
+        acc = accumulation_dtype(hidden.dtype)
         vocab = weight.size(0)
         self.out = _WORKSPACE.get("logits", rows, vocab, acc, hidden.device)
         self.low_out = _WORKSPACE.get("low", rows, vocab, dtype, hidden.device) if self.low else None
@@ -206,7 +208,7 @@ class LexiconScores(torch.autograd.Function):
 
 def gold_logits(hidden: Tensor, weight: Tensor, bias: Optional[Tensor], target: Tensor) -> Tensor:
     """The target word's logit of each row, (N,): a dot product per row (fp32 or fp64)."""
-    acc = torch.float32 if hidden.dtype != torch.float64 else hidden.dtype
+    acc = accumulation_dtype(hidden.dtype)
     gold = (hidden.to(acc) * weight[target].to(acc)).sum(-1)
     return gold + bias[target].to(acc) if bias is not None else gold
 
@@ -221,7 +223,7 @@ def lexicon_logz(hidden: Tensor, weight: Tensor, bias: Optional[Tensor], chunk_r
     ``lexicon_scores(..., logz=)``, whose forward then skips the pass over the vocabulary.
     """
     n = hidden.size(0)
-    logz = torch.empty(n, dtype=torch.float32 if hidden.dtype != torch.float64 else hidden.dtype,
+    logz = torch.empty(n, dtype=accumulation_dtype(hidden.dtype),
                        device=hidden.device)
     if n == 0:
         return logz
@@ -253,7 +255,7 @@ def reference_lexicon_scores(hidden, weight, bias, target):
     logits = hidden @ weight.t()
     if bias is not None:
         logits = logits + bias
-    lp = torch.log_softmax(logits.float() if logits.dtype != torch.float64 else logits, dim=-1)
+    lp = torch.log_softmax(upcast(logits), dim=-1)
     return lp.gather(1, target[:, None]).squeeze(1), lp.mean(-1)
 
 
@@ -271,7 +273,7 @@ def log_mixture(src_feat: Tensor, tgt_feat: Tensor, log_align: Tensor, weight: T
     bsz, tgt_len, _ = tgt_feat.shape
     src_len = src_feat.size(1)
     vocab = weight.size(0)
-    out = tgt_feat.new_empty(bsz, tgt_len, vocab, dtype=torch.float32 if tgt_feat.dtype != torch.float64 else tgt_feat.dtype)
+    out = tgt_feat.new_empty(bsz, tgt_len, vocab, dtype=accumulation_dtype(tgt_feat.dtype))
     width = src_len if keep_idx is None else keep_idx.size(-1)
     logz_all = out.new_empty(bsz, tgt_len, width) if return_logz else None
     rows_per_chunk = max(1, chunk_rows // max(1, width))

@@ -40,6 +40,7 @@ from fairseq.models.transformer.transformer_legacy import base_architecture, tra
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 
 from hmm_nmt.hmm import direct
+from hmm_nmt.hmm.precision import accumulation_dtype, upcast
 from hmm_nmt.hmm.lexicon import LEXICON_DTYPES, gold_logits, lexicon_logz, lexicon_scores, log_mixture
 
 
@@ -106,7 +107,7 @@ class DHMMCrossAttention(_CachedSourceMixin, nn.Module):
         scores = q @ src["k"]  # (B, H, T, S)
         if key_padding_mask is not None:
             scores = scores.masked_fill(key_padding_mask[:, None, None, :], direct.MASKED)
-        log_alpha = torch.log_softmax(scores.float(), dim=-1)
+        log_alpha = torch.log_softmax(upcast(scores), dim=-1)
         alpha = F.dropout(log_alpha.exp().type_as(query), p=self.dropout, training=self.training)
         s = self.tgt_proj(query).transpose(0, 1)  # (B, T, C)
         u = torch.relu(src["v"][:, None, :, :] + s[:, :, None, :])  # (B, T, S, C)
@@ -207,8 +208,8 @@ class FirstOrderAlignment(_CachedSourceMixin, nn.Module):
         energy = tri + base[:, :, None, :] + src["jump"][:, None]
         start = (q * self.p_start) @ r_t + base + src["start"][:, None, :]  # (B, I, J)
         mask = src["mask"]
-        log_trans = torch.log_softmax(energy.float().masked_fill(mask[:, None, None, :], direct.MASKED), -1)
-        log_init = torch.log_softmax(start.float().masked_fill(mask[:, None, :], direct.MASKED), -1)
+        log_trans = torch.log_softmax(upcast(energy).masked_fill(mask[:, None, None, :], direct.MASKED), -1)
+        log_init = torch.log_softmax(upcast(start).masked_fill(mask[:, None, :], direct.MASKED), -1)
         return log_init, log_trans
 
     def reorder_incremental_state(self, incremental_state, new_order):
@@ -383,7 +384,7 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
         src_feat, tgt_feat = self.lexicon_features(x, extra["encoder_out"])
         weight, bias = self._output_weight_bias()
         logz = x.new_zeros(tgt_mask.shape + src_feat.shape[1:2],
-                           dtype=torch.float64 if x.dtype == torch.float64 else torch.float32)
+                           dtype=accumulation_dtype(x.dtype))
 
         def gold(i, keep):
             b, j = keep.nonzero(as_tuple=True)
@@ -491,7 +492,7 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
     def get_normalized_probs_scriptable(self, net_output, log_probs, sample=None):
         # net_output[0] already holds log p(e | e_<i, f); log_softmax is the identity on it but keeps
         # fairseq's temperature (which divides net_output[0]) meaningful
-        out = net_output[0].float()
+        out = upcast(net_output[0])
         return utils.log_softmax(out, dim=-1) if log_probs else utils.softmax(out, dim=-1)
 
 

@@ -47,6 +47,7 @@ from fairseq.models.transformer.transformer_legacy import base_architecture
 from fairseq.modules import FairseqDropout, MultiheadAttention, PositionalEmbedding
 
 from hmm_nmt.hmm.hnmc import HNMCLayer
+from hmm_nmt.hmm.precision import upcast
 
 
 class HNMCDecoder(FairseqIncrementalDecoder):
@@ -117,7 +118,7 @@ class HNMCDecoder(FairseqIncrementalDecoder):
     def emission_log_probs(self):
         """(N, V) log p(w | state i)."""
         weight = self.embed_tokens.weight if self.output_weight is None else self.output_weight
-        return F.log_softmax(F.linear(self.state_vectors, weight, self.output_bias).float(), dim=-1)
+        return F.log_softmax(upcast(F.linear(self.state_vectors, weight, self.output_bias)), dim=-1)
 
     def output_layer(self, log_alpha):
         """Mixture: log sum_i alpha_t(i) p(w | i) -> (B, T', V)."""
@@ -125,7 +126,7 @@ class HNMCDecoder(FairseqIncrementalDecoder):
         # logsumexp_i (log alpha_i + log e_iw) as a matmul: both factors are shifted by their maxima (over
         # states), so the largest term of every sum is exp(0 + 0)-scaled and nothing over/underflows unless
         # a word is e^-80 times less likely than both maxima (then clamped)
-        la = log_alpha.float()
+        la = upcast(log_alpha)
         a_max = la.max(dim=-1, keepdim=True).values  # (B, T', 1)
         m = log_emit.max(dim=0, keepdim=True).values  # (1, V)
         mixed = torch.matmul((la - a_max).exp(), (log_emit - m).exp())
@@ -140,7 +141,7 @@ class HNMCDecoder(FairseqIncrementalDecoder):
     def get_normalized_probs_scriptable(self, net_output, log_probs, sample=None):
         # net_output[0] already is log p(y_t | y_<t, source); log_softmax is the identity on it but keeps
         # the generator's temperature (it divides net_output[0]) meaningful
-        out = net_output[0].float()
+        out = upcast(net_output[0])
         return utils.log_softmax(out, dim=-1) if log_probs else utils.softmax(out, dim=-1)
 
     def reorder_incremental_state(self, incremental_state: Dict[str, Dict[str, Optional[Tensor]]], new_order: Tensor):
