@@ -254,6 +254,13 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
             FirstOrderAlignment(args.decoder_embed_dim, d_src, args.decoder_embed_dim, args.max_jump)
             if self.alignment_order == 1 else None
         )
+        self.lexicon_dropout = args.lexicon_dropout
+        self.dhmm_layers = args.dhmm_layers
+        if self.dhmm_layers == "last":
+            # fairseq's own cross-attention (with its residual) below the last layer; only the last layer's
+            # Eq. 6 block gives the alignment distribution, so only it needs the moved ReLU
+            for idx in range(len(self.layers) - 1):
+                self.layers[idx] = TransformerDecoder.build_decoder_layer(self, args, no_encoder_attn)
 
     @property
     def lexicon_topk(self) -> int:
@@ -296,8 +303,12 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
         log_alpha = None
         for layer in self.layers:
             self_attn_mask = self.buffered_future_mask(x) if incremental_state is None else None
-            x, log_alpha = layer(x, enc, src_pad, incremental_state, self_attn_mask=self_attn_mask,
-                                 self_attn_padding_mask=self_attn_padding_mask)
+            if isinstance(layer, DHMMDecoderLayer):
+                x, log_alpha = layer(x, enc, src_pad, incremental_state, self_attn_mask=self_attn_mask,
+                                     self_attn_padding_mask=self_attn_padding_mask)
+            else:  # --dhmm-layers last: a stock layer
+                x, _, _ = layer(x, enc, src_pad, incremental_state, self_attn_mask=self_attn_mask,
+                                self_attn_padding_mask=self_attn_padding_mask)
             inner_states.append(x)
         if self.layer_norm is not None:
             x = self.layer_norm(x)
@@ -322,8 +333,16 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
         return self._source_cache(incremental_state, lambda: {"lex": self.lex_src_proj(h)})["lex"]
 
     def lexicon_features(self, x: Tensor, h: Tensor, incremental_state=None):
-        """(W5 h_j + b5 (B, J, d), W6 s_i (B, I, d)); the lexicon hidden is ReLU of their sum."""
-        return self.lexicon_source(h, incremental_state), self.lex_tgt_proj(x)
+        """(W5 h_j + b5 (B, J, d), W6 s_i (B, I, d)); the lexicon hidden is ReLU of their sum.
+
+        ``--lexicon-dropout`` drops units of both terms in training (per source and per target position, so
+        every consumer of one forward pass, the two-pass first-order pruning included, sees the same mask).
+        """
+        src, tgt = self.lexicon_source(h, incremental_state), self.lex_tgt_proj(x)
+        if self.lexicon_dropout > 0 and self.training:
+            src = F.dropout(src, self.lexicon_dropout, training=True)
+            tgt = F.dropout(tgt, self.lexicon_dropout, training=True)
+        return src, tgt
 
     def reorder_incremental_state(self, incremental_state, new_order):
         return self._reorder_cache(incremental_state, new_order, "src", source_only=True)
@@ -525,6 +544,13 @@ class TransformerDHMMModel(TransformerModel):
         parser.add_argument("--lexicon-topk-warmup", type=int, metavar="N",
                             help="train the exact likelihood for the first N updates, then with --lexicon-topk "
                                  "(validation and decoding always use K)")
+        parser.add_argument("--dhmm-layers", choices=["all", "last"],
+                            help="decoder layers whose cross-attention is the direct-HMM block of Eq. 6 (the "
+                                 "weighted sum outside the ReLU, no residual): every layer as in the paper (all, "
+                                 "default) or only the last one, which gives the alignment (last; the others keep "
+                                 "fairseq's cross-attention)")
+        parser.add_argument("--lexicon-dropout", type=float, metavar="P",
+                            help="dropout on the lexicon's inputs W5 h_j and W6 s_i in training (default 0)")
         parser.add_argument("--max-jump", type=int, metavar="M",
                             help="first order: jump widths |j - j'| are clipped at M for the jump bias")
 
@@ -537,6 +563,8 @@ class TransformerDHMMModel(TransformerModel):
             raise ValueError(f"--lexicon-topk must be >= 0 (0 = exact), got {args.lexicon_topk}")
         if args.lexicon_topk_warmup < 0:
             raise ValueError(f"--lexicon-topk-warmup must be >= 0 updates, got {args.lexicon_topk_warmup}")
+        if not 0.0 <= args.lexicon_dropout < 1.0:
+            raise ValueError(f"--lexicon-dropout must be in [0, 1), got {args.lexicon_dropout}")
         if args.lexicon_chunk_size < 1:
             raise ValueError(f"--lexicon-chunk-size must be positive, got {args.lexicon_chunk_size}")
         return super().build_model(args, task)
@@ -584,6 +612,8 @@ def _dhmm_defaults(args):
     args.lexicon_topk = getattr(args, "lexicon_topk", None) or 0
     args.lexicon_topk_warmup = getattr(args, "lexicon_topk_warmup", None) or 0
     args.lexicon_topk_objective = getattr(args, "lexicon_topk_objective", None) or "bound"
+    args.dhmm_layers = getattr(args, "dhmm_layers", None) or "all"
+    args.lexicon_dropout = getattr(args, "lexicon_dropout", None) or 0.0
 
 
 def dhmm_base_architecture(args):
