@@ -17,6 +17,10 @@ tokens/s (fairseq-generate's own timer), peak memory (RSS; CUDA max allocated wh
 curve.  ``results.json``, ``results.md`` and PNG plots (validation loss vs updates, throughput bars) go to
 ``--out``.
 
+``--seeds 1,2,3`` repeats the whole benchmark once per seed (``--out``/seed-N, each a benchmark of its own) and
+writes ``summary.json`` / ``summary.md`` to ``--out``: per model the per-seed values and their mean and sample
+standard deviation (``scripts/seed_summary.py``).
+
 Interrupting is safe: a rerun with the same arguments resumes training from ``checkpoint_last.pt`` and skips
 every stage already done; a rerun with different training settings refuses to mix them.  On a CUDA machine
 the same command trains on the GPU (fairseq's default); ``--fp16`` is passed through to train and generate.
@@ -922,6 +926,9 @@ def get_parser():
     g.add_argument("--weight-decay", type=float, default=1e-4)
     g.add_argument("--clip-norm", type=float, default=0.0)
     g.add_argument("--seed", type=int, default=1)
+    g.add_argument("--seeds", default="",
+                   help="comma-separated seeds, e.g. 1,2: one benchmark per seed in OUT/seed-N, then mean and "
+                        "spread over seeds in OUT/summary.md and summary.json (overrides --seed)")
     g.add_argument("--validate-interval-updates", type=int, default=0,
                    help="validate and save every N updates besides every epoch (0: every epoch only)")
     g.add_argument("--average-best", type=int, default=1,
@@ -942,6 +949,46 @@ def get_parser():
     return p
 
 
+def parse_seeds(text):
+    if not text.strip():
+        return []
+    try:
+        seeds = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise BenchmarkError(f"--seeds expects comma-separated integers, got '{text}'") from None
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise BenchmarkError(f"--seeds must list distinct integers, got '{text}'")
+    return seeds
+
+
+def run_seeds(args, seeds):
+    """One benchmark per seed in OUT/seed-N (each resumable on its own), then the summary over seeds."""
+    import copy
+
+    if HERE not in sys.path:  # imported as a module rather than run as a script
+        sys.path.insert(0, HERE)
+    import seed_summary
+
+    out = os.path.abspath(args.out)
+    docs = {}
+    for k, seed in enumerate(seeds):
+        say(f"=== seed {seed} ({k + 1}/{len(seeds)})")
+        one = copy.copy(args)
+        one.seed, one.seeds, one.out = seed, "", os.path.join(out, f"seed-{seed}")
+        Benchmark(one).run()
+        docs[seed] = read_json(os.path.join(one.out, "results.json"))
+    summary = seed_summary.aggregate(docs)
+    hw = docs[seeds[0]]["hardware"]
+    device = f"GPU {hw['gpu']}" if hw["device"] == "cuda" else f"CPU {hw['cpu']}"
+    notes = [f"command: `{shlex.join([sys.executable] + sys.argv)}`",
+             f"data: {docs[seeds[0]]['data']['config']}; budget per model: {docs[seeds[0]]['budget']}; {device}",
+             "per-seed tables: " + ", ".join(f"seed-{s}/results.md" for s in seeds)]
+    write_json(os.path.join(out, "summary.json"), {"seeds": seeds, "command": notes[0], "summary": summary})
+    atomic_write(os.path.join(out, "summary.md"), seed_summary.markdown(summary, notes=notes))
+    say(f"summary over seeds {','.join(map(str, seeds))}: {os.path.join(out, 'summary.md')}")
+    return summary
+
+
 def main(argv=None):
     args = get_parser().parse_args(argv)
     for name in ("max_update", "max_tokens", "embed_dim", "ffn_dim", "layers", "heads", "beam", "gen_batch_size",
@@ -954,7 +1001,11 @@ def main(argv=None):
               file=sys.stderr)
         return 2
     try:
-        Benchmark(args).run()
+        seeds = parse_seeds(args.seeds)
+        if seeds:
+            run_seeds(args, seeds)
+        else:
+            Benchmark(args).run()
     except BenchmarkError as e:
         print(f"benchmark_translation.py: error: {e}", file=sys.stderr)
         return 1

@@ -1,0 +1,94 @@
+"""scripts/benchmark_translation.py --seeds: one benchmark per seed and the mean/spread over seeds, through the
+real command lines on the embedded toy corpus (examples/toy/generate.py, fed to prepare.sh as a flat layout)."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import seed_summary  # noqa: E402
+
+GENERATE = os.path.join(ROOT, "examples", "toy", "generate.py")
+PREPARE = os.path.join(ROOT, "examples", "multi30k", "prepare.sh")
+BENCH = os.path.join(ROOT, "scripts", "benchmark_translation.py")
+
+
+def env():
+    e = dict(os.environ)
+    e["PATH"] = os.path.dirname(sys.executable) + os.pathsep + e.get("PATH", "")
+    e["OMP_NUM_THREADS"] = "1"
+    return e
+
+
+def run(cmd, check=True):
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env(), cwd=ROOT)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{cmd} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+    return proc
+
+
+def toy_data(tmp_path):
+    raw = tmp_path / "toy"
+    run([sys.executable, GENERATE, "--out", str(raw), "--train", "300", "--valid", "20", "--test", "20"])
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    for split, name in (("train", "train"), ("valid", "val"), ("test", "test_2016_flickr")):
+        for side, lang in (("src", "de"), ("tgt", "en")):
+            shutil.copy(raw / f"{split}.{side}", flat / f"{name}.lc.norm.tok.{lang}")
+    dest = tmp_path / "data"
+    run([PREPARE, "--local", str(flat), "--dest", str(dest), "--merges", "50"])
+    return dest
+
+
+def test_seed_summary_mean_and_sample_sd():
+    def doc(bleu, ter, nll):
+        return {"results": {"de-en": [{"slot": "dhmm0", "label": "direct HMM", "arch": "transformer_dhmm",
+                                       "updates": 10, "bleu": bleu, "ter": ter, "chrf": 50.0, "length_ratio": 1.0,
+                                       "best_valid_nll_loss": nll, "train_tokens_per_second": None}]}}
+    s = seed_summary.aggregate({2: doc(12.0, 70.0, 3.0), 1: doc(10.0, 74.0, 2.0)})["de-en"][0]
+    assert s["seeds"] == [1, 2]
+    assert s["bleu"]["values"] == [10.0, 12.0] and s["bleu"]["mean"] == 11.0
+    assert s["bleu"]["sd"] == pytest.approx(2 ** 0.5)  # sample sd (n - 1)
+    assert s["ter"]["min"] == 70.0 and s["ter"]["max"] == 74.0
+    assert s["train_tokens_per_second"]["mean"] is None
+    md = seed_summary.markdown({"de-en": [s]})
+    assert "| 11.00 ± 1.41 | 72.00 ± 2.83 |" in md and "| n/a |" in md
+
+
+def test_benchmark_two_seeds_on_toy_data(tmp_path):
+    data = toy_data(tmp_path)
+    out = tmp_path / "bench"
+    cmd = [sys.executable, BENCH, "--data", str(data), "--out", str(out), "--models", "transformer,dhmm0",
+           "--seeds", "1,2", "--embed-dim", "16", "--ffn-dim", "32", "--layers", "1", "--heads", "2",
+           "--max-tokens", "500", "--lr", "1e-3", "--warmup-updates", "5", "--max-update", "6",
+           "--validate-interval-updates", "3", "--threads", "1", "--gen-batch-size", "20", "--no-plots",
+           "--generate-args", "--max-len-b 10"]
+    run(cmd)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["seeds"] == [1, 2]
+    rows = summary["summary"]["de-en"]
+    assert [r["slot"] for r in rows] == ["transformer", "dhmm0"]
+    for r in rows:
+        per_seed = [json.loads((out / f"seed-{s}" / "results.json").read_text()) for s in (1, 2)]
+        vals = [next(x for x in d["results"]["de-en"] if x["slot"] == r["slot"])["best_valid_nll_loss"]
+                for d in per_seed]
+        assert r["best_valid_nll_loss"]["values"] == vals
+        assert r["best_valid_nll_loss"]["mean"] == pytest.approx(sum(vals) / 2)
+        assert vals[0] != vals[1]  # the seed really changed the run
+        assert r["updates"] == [6, 6]
+    for s in (1, 2):  # each seed's training really used its seed
+        fa = json.loads((out / f"seed-{s}" / "de-en" / "dhmm0" / "train_command.json").read_text())["fairseq_args"]
+        assert fa[fa.index("--seed") + 1] == str(s)
+    md = (out / "summary.md").read_text()
+    assert "±" in md and "seed-1/results.md" in md
+    # a rerun finds every stage done and rewrites the same summary
+    again = run(cmd)
+    assert "training already done" in again.stderr
+    assert json.loads((out / "summary.json").read_text())["summary"] == summary["summary"]
+    bad = run(cmd[:cmd.index("--seeds") + 1] + ["1,1"] + cmd[cmd.index("--seeds") + 2:], check=False)
+    assert bad.returncode != 0 and "--seeds must list distinct integers" in bad.stderr
