@@ -235,3 +235,37 @@ def test_lexicon_dropout_only_in_training(arch):
 def test_lexicon_dropout_out_of_range_is_refused():
     with pytest.raises(ValueError, match="--lexicon-dropout"):
         build("transformer_dhmm", extra=["--lexicon-dropout", "1.0"])
+
+
+@pytest.mark.parametrize("arch", [a for a, _ in ORDERS])
+def test_mixture_smoothing_is_fairseqs_label_smoothing_of_the_output_distribution(arch):
+    # --dhmm-smoothing mixture: the loss and its gradients equal fairseq's label_smoothed_nll_loss applied to
+    # the decoder's own output distribution (the materialised mixture; first order: the filtered prediction)
+    from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
+    m, d = build(arch, extra=["--lexicon-chunk-size", "4"])  # several chunks per batch
+    m.double().eval()
+    src, lens, prev, target = batch(d)
+    eps = 0.1
+    m.zero_grad()
+    loss, nll = dhmm_loss(m, m(src, lens, prev, features_only=True), target, eps, smoothing="mixture",
+                          prev_output_tokens=prev)
+    loss.backward()
+    ours = {n: p.grad.clone() for n, p in m.named_parameters() if p.grad is not None}
+    m.zero_grad()
+    lprobs, _ = m(src, lens, prev)
+    ref, ref_nll = label_smoothed_nll_loss(lprobs.view(-1, lprobs.size(-1)), target.view(-1), eps,
+                                           ignore_index=d.pad(), reduce=True)
+    ref.backward()
+    torch.testing.assert_close(loss, ref)
+    torch.testing.assert_close(nll, ref_nll.detach())
+    for name, g in ours.items():
+        torch.testing.assert_close(g, m.get_parameter(name).grad, msg=name)
+    lexicon, _ = dhmm_loss(m, m(src, lens, prev, features_only=True), target, eps)
+    assert (lexicon - loss).abs() > 1e-3  # really another criterion than the paper's
+
+
+def test_mixture_smoothing_refuses_topk():
+    m, d = build("transformer_dhmm", extra=["--lexicon-topk", "2"])
+    src, lens, prev, target = batch(d)
+    with pytest.raises(ValueError, match="does not support --lexicon-topk"):
+        dhmm_loss(m, m(src, lens, prev, features_only=True), target, 0.1, smoothing="mixture")

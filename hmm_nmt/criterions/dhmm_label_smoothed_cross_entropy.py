@@ -7,8 +7,17 @@ Label smoothing cannot be applied to the output distribution after the dynamic p
 
 replaces log p(e_i | j, ...) in the forward recursion, and the loss is -log of the resulting "likelihood".
 With eps = 0 the loss is exactly the negative log-likelihood. ``nll_loss`` is always the exact NLL.
+
+``--dhmm-smoothing mixture`` instead smooths the decoder's output distribution p(v | e_<i, f) = sum_j
+p(j | ...) p(v | j, ...) (Eq. 9; first order: the filtered prediction of j) exactly as fairseq's
+``label_smoothed_cross_entropy`` smooths the transformer's:
+
+    loss = (1 - eps - eps') * (-log p(E | F)) + eps' * sum_i sum_v -log p(v | e_<i, f),   eps' = eps / (V - 1)
+
+so both models train the same criterion on their output distributions (the chain rule makes
+sum_i log p(e_i | e_<i, f) = log p(E | F), which the DP computes).
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -20,22 +29,34 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
 )
 
 from hmm_nmt.hmm import direct
+from hmm_nmt.hmm.lexicon import mixture_log_prob_sum
 
 
 @dataclass
 class DHMMLabelSmoothedCrossEntropyConfig(LabelSmoothedCrossEntropyCriterionConfig):
-    pass
+    dhmm_smoothing: str = field(
+        default="lexicon",
+        metadata={"help": "where label smoothing applies: to the lexicon inside the sum over alignments "
+                          "(lexicon, the paper's) or to the output mixture p(v | e_<i, f), exactly as "
+                          "label_smoothed_cross_entropy does for the transformer (mixture)"})
 
 
-def dhmm_loss(model, net_output, target, eps, return_mass=False):
+SMOOTHING = ("lexicon", "mixture")
+
+
+def dhmm_loss(model, net_output, target, eps, return_mass=False, smoothing="lexicon", prev_output_tokens=None):
     """(smoothed loss, exact nll) summed over the batch, and the kept alignment mass with ``return_mass``.
 
     With ``--lexicon-topk`` the likelihood is restricted to the kept alignment positions (a lower bound);
     the kept mass is the predicted alignment probability of the kept positions summed over target tokens.
+    ``smoothing="mixture"`` (see the module docstring) needs ``prev_output_tokens`` for the first order.
     """
     decoder = model.decoder
     x, extra = net_output
     tgt_mask = target.ne(decoder.padding_idx)
+    if smoothing == "mixture" and eps > 0:
+        loss, nll = _mixture_smoothed_loss(decoder, x, extra, target, tgt_mask, eps, prev_output_tokens)
+        return (loss, nll, tgt_mask.sum().to(loss.dtype)) if return_mass else (loss, nll)
     if decoder.lexicon_topk and decoder.first_order is not None:
         ll, ll_gold, mass = decoder.pruned_first_order_loss(x, extra, target, eps)
         loss, nll = -ll.sum(), -ll_gold.detach().sum()
@@ -60,23 +81,50 @@ def dhmm_loss(model, net_output, target, eps, return_mass=False):
     return loss, nll, mass
 
 
+def _mixture_smoothed_loss(decoder, x, extra, target, tgt_mask, eps, prev_output_tokens):
+    if decoder.lexicon_topk:
+        raise ValueError("--dhmm-smoothing mixture does not support --lexicon-topk (use the default, lexicon)")
+    row_mask = decoder.lexicon_rows(extra, tgt_mask)
+    gold, _ = decoder.lexicon_scores(x, extra, target, row_mask)
+    ll = direct.log_likelihood(gold, tgt_mask, **decoder.alignment_potentials(extra, row_mask)).sum()
+    if decoder.first_order is None:
+        log_align = extra["log_align"]
+    else:
+        if prev_output_tokens is None:
+            raise ValueError("--dhmm-smoothing mixture of a first-order model needs prev_output_tokens")
+        log_align = decoder._first_order_alignment(x, extra, prev_output_tokens, None)
+    src_feat, tgt_feat = decoder.lexicon_features(x, extra["encoder_out"])
+    weight, bias = decoder._output_weight_bias()
+    smooth = mixture_log_prob_sum(src_feat, tgt_feat, log_align, weight, bias, tgt_mask,
+                                  decoder.lexicon_chunk_size, decoder.lexicon_dtype).sum()
+    eps_i = eps / (weight.size(0) - 1)  # fairseq's label_smoothed_nll_loss
+    loss = -(1.0 - eps - eps_i) * ll - eps_i * smooth
+    return loss, -ll.detach()
+
+
 @register_criterion("dhmm_label_smoothed_cross_entropy", dataclass=DHMMLabelSmoothedCrossEntropyConfig)
 class DHMMLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
     """``--criterion dhmm_label_smoothed_cross_entropy --label-smoothing EPS`` for ``transformer_dhmm``."""
 
-    def __init__(self, task, sentence_avg, label_smoothing, ignore_prefix_size=0, report_accuracy=False):
+    def __init__(self, task, sentence_avg, label_smoothing, ignore_prefix_size=0, report_accuracy=False,
+                 dhmm_smoothing="lexicon"):
+        if dhmm_smoothing not in SMOOTHING:
+            raise ValueError(f"--dhmm-smoothing must be one of {', '.join(SMOOTHING)}, got {dhmm_smoothing!r}")
         if ignore_prefix_size:
             raise ValueError("dhmm_label_smoothed_cross_entropy does not support --ignore-prefix-size")
         if report_accuracy:
             raise ValueError("dhmm_label_smoothed_cross_entropy does not support --report-accuracy")
         super().__init__(task, sentence_avg, label_smoothing)
+        self.smoothing = dhmm_smoothing
 
     def forward(self, model, sample, reduce=True):
         if not hasattr(model.decoder, "lexicon_scores"):
             raise ValueError("dhmm_label_smoothed_cross_entropy needs a transformer_dhmm model "
                              f"(got {type(model).__name__}); use label_smoothed_cross_entropy instead")
         net_output = model(**sample["net_input"], features_only=True)
-        loss, nll, mass = dhmm_loss(model, net_output, sample["target"], self.eps, return_mass=True)
+        loss, nll, mass = dhmm_loss(model, net_output, sample["target"], self.eps, return_mass=True,
+                                    smoothing=self.smoothing,
+                                    prev_output_tokens=sample["net_input"]["prev_output_tokens"])
         sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
         logging_output = {
             "loss": loss.data,

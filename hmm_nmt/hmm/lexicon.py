@@ -321,3 +321,41 @@ def log_mixture(src_feat: Tensor, tgt_feat: Tensor, log_align: Tensor, weight: T
             joint = torch.log_softmax(lg, -1).add_(align[redo, :, None])  # log p(j) + log p(e | j)
             mixed[redo] = torch.logsumexp(joint, dim=1)
     return (out, logz_all) if return_logz else out
+
+
+def _mixture_log_prob_sum(src: Tensor, tgt: Tensor, align: Tensor, weight: Tensor, bias: Optional[Tensor],
+                          dtype: torch.dtype) -> Tensor:
+    """sum_v log sum_j p(j) p(v | j) for c target positions: src (c, J, d), tgt (c, d), align (c, J)."""
+    hidden = torch.relu(src + tgt[:, None, :])
+    logits = _logits(hidden.reshape(-1, hidden.size(-1)), weight, bias, dtype).view(*hidden.shape[:2], -1)
+    logp = torch.log_softmax(upcast(logits), dim=-1)
+    return torch.logsumexp(logp + align[:, :, None], dim=1).sum(-1)
+
+
+def mixture_log_prob_sum(src_feat: Tensor, tgt_feat: Tensor, log_align: Tensor, weight: Tensor,
+                         bias: Optional[Tensor], tgt_mask: Tensor, chunk_rows: int = 1024,
+                         dtype: torch.dtype = torch.float32) -> Tensor:
+    """sum_v log p(v | e_<i, f) per target position (B, I), 0 where ``tgt_mask`` is False; differentiable.
+
+    p(v | e_<i, f) = sum_j p(j | i) p(v | j) is the decoder's output distribution (the mixture of Eq. 9), and
+    this sum is what fairseq's label smoothing of an output distribution needs (its ``smooth_loss``). The
+    (c, J, V) block of a chunk of target positions is recomputed in backward (activation checkpointing), so
+    memory stays O(chunk_rows x V) as in :func:`lexicon_scores`.
+    """
+    from torch.utils.checkpoint import checkpoint
+
+    b, i = tgt_mask.nonzero(as_tuple=True)
+    out = log_align.new_zeros(tgt_mask.shape, dtype=accumulation_dtype(tgt_feat.dtype))
+    rows = max(1, chunk_rows // max(1, src_feat.size(1)))
+    differentiable = torch.is_grad_enabled()
+    parts = []
+    for s in range(0, len(b), rows):
+        bb, ii = b[s:s + rows], i[s:s + rows]
+        args = (src_feat[bb], tgt_feat[bb, ii], log_align[bb, ii], weight, bias)
+        if differentiable:
+            parts.append(checkpoint(_mixture_log_prob_sum, *args, dtype, use_reentrant=False))
+        else:
+            parts.append(_mixture_log_prob_sum(*args, dtype))
+    if parts:
+        out = out.index_put((b, i), torch.cat(parts).to(out.dtype))
+    return out
