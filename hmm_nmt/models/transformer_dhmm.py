@@ -555,13 +555,17 @@ class TransformerDHMMModel(TransformerModel):
         return self.decoder(prev_output_tokens, encoder_out=encoder_out, features_only=features_only)
 
     @torch.no_grad()
-    def alignment_posteriors(self, src_tokens, src_lengths, prev_output_tokens, target, method="autograd"):
+    def alignment_posteriors(self, src_tokens, src_lengths, prev_output_tokens, target, method="autograd",
+                             features=None):
         """p(b_i = j | E, F) (B, I, J) for reference pairs, lexicon included ("posterior alignment").
 
         ``method="autograd"`` differentiates log p(E | F) w.r.t. the lexicon scores, ``"explicit"`` runs the
-        forward-backward recursions; both give the same posteriors (tested).
+        forward-backward recursions; both give the same posteriors (tested). ``features``: the decoder's
+        ``(x, extra)`` with ``features_only=True`` for these inputs, when the caller already has them.
         """
-        x, extra = self(src_tokens, src_lengths, prev_output_tokens, features_only=True)
+        if features is None:
+            features = self(src_tokens, src_lengths, prev_output_tokens, features_only=True)
+        x, extra = features
         tgt_mask = target.ne(self.decoder.padding_idx)
         row_mask = self.decoder.lexicon_rows(extra, tgt_mask)
         gold, _ = self.decoder.lexicon_scores(x, extra, target, row_mask)
