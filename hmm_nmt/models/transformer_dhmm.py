@@ -503,6 +503,15 @@ class TransformerDHMMModel(TransformerModel):
     def hub_models(cls):
         return {}
 
+    @classmethod
+    def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
+        """fairseq's hub interface plus word alignment: ``hub.align(src, tgt)`` and
+        ``hub.translate(..., alignment=True)`` (:mod:`alignment.hub`)."""
+        from alignment.hub import from_pretrained  # lazy: alignment imports this package
+
+        return from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, archive_map=cls.hub_models(),
+                               **kwargs)
+
     @staticmethod
     def add_args(parser):
         TransformerModel.add_args(parser)
