@@ -121,22 +121,25 @@ def parse_layers(text: Optional[str], model) -> List[int]:
     return sorted(set(layers))
 
 
-def _dictionary_dir(path: str, task_cfg) -> str:
+def _dictionary_dir(path: str, task_cfg) -> Tuple[str, dict]:
     """The folder with the checkpoint's ``dict.SRC.txt`` and ``dict.TGT.txt``: the checkpoint's own folder,
-    else the data-bin it was trained on."""
+    else the data-bin it was trained on; and the overrides naming the languages when the checkpoint does not
+    (fairseq then infers them from the training data-bin's file names)."""
+    from fairseq.data.data_utils import infer_language_pair
+
     src, tgt = getattr(task_cfg, "source_lang", None), getattr(task_cfg, "target_lang", None)
-    if not src or not tgt:
-        raise ExtractionError(f"the checkpoint {path} does not name its languages: give --data DIR with its dictionaries")
-    names = (f"dict.{src}.txt", f"dict.{tgt}.txt")
     trained = str(getattr(task_cfg, "data", "") or "").split(os.pathsep)[0]
     tried = []
     for folder in (os.path.dirname(os.path.abspath(path)), trained):
-        if folder and all(os.path.isfile(os.path.join(folder, n)) for n in names):
-            return folder
-        if folder:
-            tried.append(folder)
-    raise ExtractionError(f"no {names[0]} and {names[1]} next to the checkpoint or in its training data-bin "
-                          f"({', '.join(tried)}): give --data DIR (a folder with these dictionaries)")
+        if not folder or not os.path.isdir(folder):
+            continue
+        tried.append(folder)
+        s, t = (src, tgt) if src and tgt else infer_language_pair(folder)
+        if s and t and all(os.path.isfile(os.path.join(folder, f"dict.{x}.txt")) for x in (s, t)):
+            return folder, {"source_lang": s, "target_lang": t}
+    names = f"dict.{src}.txt and dict.{tgt}.txt" if src and tgt else "the dictionaries"
+    raise ExtractionError(f"no {names} next to the checkpoint or in its training data-bin "
+                          f"({', '.join(tried) or 'not recorded'}): give --data DIR (a folder with the dictionaries)")
 
 
 def load_model(path: str, data: Optional[str] = None, cpu: bool = False):
@@ -159,9 +162,10 @@ def load_model(path: str, data: Optional[str] = None, cpu: bool = False):
 
             state["cfg"] = convert_namespace_to_omegaconf(state["args"])
             state["args"] = None
+        overrides = {}
         if data is None:
-            data = _dictionary_dir(path, state["cfg"].task)
-        overwrite_args_by_name(state["cfg"], {"data": data})
+            data, overrides = _dictionary_dir(path, state["cfg"].task)
+        overwrite_args_by_name(state["cfg"], {"data": data, **overrides})
         models, _, task = checkpoint_utils.load_model_ensemble_and_task([path], state=state)
     except ExtractionError:
         raise
