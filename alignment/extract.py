@@ -25,7 +25,17 @@ words by :mod:`alignment.subword` (two words are linked when any of their pieces
 Output: word-level Pharaoh (``i-j``, 0-based source word i, target word j), one line per sentence, in
 the original corpus order (fairseq sample ids). Sentences with an empty side give an empty line.
 
-This is the only module of the package that imports fairseq (and torch).
+Raw text (``--src-text/--tgt-text`` with ``--bpe-codes``, ``--spm-model`` or ``--bpe none``): each word is
+segmented on its own (:mod:`alignment.segment`), so the piece-to-word map is known before the pieces meet
+the dictionary; they are binarized in memory with the checkpoint's dictionaries. Binarized input without
+the text takes word boundaries from the dictionary's strings, where an ``<unk>`` piece has lost its marker:
+it is taken to continue a word (:mod:`alignment.subword`), which never produces a link outside the sentence.
+
+Links: ``--links`` chooses the decision on each matrix (:mod:`alignment.links`: argmax, mutual, union,
+threshold:T); ``--rev-path`` adds the target-to-source model, merged before the decision (``prod``,
+``mean``) or after it (the atools heuristics of :mod:`alignment.symmetrize`).
+
+With the package's hub interface (:mod:`alignment.hub`), these are the only modules that import fairseq.
 """
 import argparse
 import logging
@@ -41,14 +51,16 @@ import hmm_nmt  # noqa: F401  (registers the plugin; makes checkpoints loadable 
 import torch
 
 from .io import atomic_write, format_pharaoh, read_tokens, AlignmentFormatError
-from .links import DECISIONS, SOFT, decide, parse_decision, soft_combine
+from .links import SOFT, decide, parse_decision, soft_combine
 from .segment import load_segmenter
 from .subword import subword_to_word_links, word_index
 from .symmetrize import METHODS as HARD_SYMMETRIZATIONS, symmetrize
 
-__all__ = ["METHODS", "BPE_STYLES", "ExtractionError", "SentenceMatrices", "load_model", "model_type",
-           "available_methods", "default_layers", "parse_layers", "load_subset", "batch_matrices",
-           "extract_matrices", "argmax_links", "word_links", "align_subset", "main"]
+__all__ = ["METHODS", "BPE_STYLES", "ExtractionError", "SentenceMatrices", "LinkOptions", "EncodedPair", "load_model",
+           "model_type", "available_methods", "default_layers", "parse_layers", "load_subset", "batch_matrices",
+           "extract_matrices", "dataset_matrices", "argmax_links", "word_links", "sentence_word_links",
+           "align_subset", "encode_pair", "pair_dataset", "too_long", "align_encoded", "read_text_pair",
+           "align_text", "main"]
 
 METHODS = ("alignment", "posterior", "attention")
 # fairseq's --bpe names -> alignment.subword styles
@@ -701,7 +713,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rev-data", metavar="DIR", help="--data of the reverse checkpoint (default: as for --data)")
     p.add_argument("--symmetrize", choices=list(SOFT) + list(HARD_SYMMETRIZATIONS),
                    help="with --rev-path: prod or mean combine the two directions' matrices before --links (soft); "
-                        "the atools heuristics merge the two directions' links (default: prod)")
+                        "the atools heuristics merge the two directions' links after it (default: grow-diag, the "
+                        "best on the toy dev set)")
     p.add_argument("--layers", metavar="L1,L2", help="attention: 1-based decoder layers to average "
                                                     "(default: the last two, e.g. 5,6 of 6)")
     p.add_argument("--bpe", choices=sorted(BPE_STYLES),
@@ -746,7 +759,7 @@ def _check_args(args) -> Tuple[List[str], LinkOptions]:
         raise ExtractionError("--null-eos applies to --links argmax only")
     if args.symmetrize and not args.rev_path:
         raise ExtractionError("--symmetrize needs --rev-path (the target-to-source checkpoint)")
-    sym = (args.symmetrize or "prod") if args.rev_path else None
+    sym = (args.symmetrize or "grow-diag") if args.rev_path else None
     for out in {args.output.replace("{method}", m) for m in methods}:
         if out != "-" and not os.path.isdir(os.path.dirname(os.path.abspath(out))):
             raise ExtractionError(f"-o: directory of {out} does not exist")

@@ -77,7 +77,7 @@ class AlignmentHubInterface(GeneratorHubInterface):
         decision, threshold = parse_decision(links)
         if symmetrize and reverse is None:
             raise ValueError("symmetrize needs reverse=<hub of the target-to-source model>")
-        return ex.LinkOptions(decision, threshold, False, (symmetrize or "prod") if reverse is not None else None)
+        return ex.LinkOptions(decision, threshold, False, (symmetrize or "grow-diag") if reverse is not None else None)
 
     def _run(self, pairs, method, opts, layers, batch_size, reverse=None, rev_pairs=None):
         model = self.models[0]
@@ -116,7 +116,8 @@ class AlignmentHubInterface(GeneratorHubInterface):
         transformer, the mean over the heads of ``layers``, "5,6"; default the last two decoder layers).
         ``links``: ``argmax``, ``mutual``, ``union`` or ``threshold:T``. ``reverse``: the hub of the
         target-to-source model, merged by ``symmetrize`` (``prod``, ``mean`` or an atools heuristic such
-        as ``grow-diag``; default ``prod``). A single pair of strings gives a single result.
+        as ``grow-diag``; default ``grow-diag``, chosen on the toy dev set). A single pair of strings gives a
+        single result.
         """
         if isinstance(src_sentences, str) != isinstance(tgt_sentences, str):
             raise TypeError("give two strings or two lists of strings")

@@ -24,7 +24,7 @@ combined into one matrix *before* the decision, instead of merging two sets of h
 
 With ``prod``, ``threshold:T`` keeps p_f p_r > T, so T = 0.25 corresponds to 0.5 in each direction.
 """
-from typing import List, Sequence, Tuple
+from typing import List, Tuple
 
 import numpy as np
 
