@@ -776,6 +776,9 @@ def _check_args(args) -> Tuple[List[str], LinkOptions]:
         if len(given) != 1:
             raise ExtractionError("text input needs exactly one of --bpe-codes CODES, --spm-model MODEL or --bpe none"
                                   + (f" (got {' and '.join(given)})" if given else ""))
+        need = {"subword_nmt": ("--bpe-codes", args.bpe_codes), "sentencepiece": ("--spm-model", args.spm_model)}
+        if args.bpe in need and not need[args.bpe][1]:
+            raise ExtractionError(f"--bpe {args.bpe} with text input needs {need[args.bpe][0]} (the model's segmentation)")
         for flag, path in (("--src-text", args.src_text), ("--tgt-text", args.tgt_text),
                            ("--bpe-codes", args.bpe_codes), ("--spm-model", args.spm_model)):
             if path is not None and not os.path.isfile(path):

@@ -5,6 +5,7 @@ piece-to-word map is known exactly before the pieces meet the model's dictionary
 to be ``<unk>`` there cannot move a word boundary.  subword-nmt and SentencePiece (with its default
 whitespace pre-splitting) segment a word the same way alone or inside its sentence.
 """
+import os
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 __all__ = ["Segmenter", "load_segmenter"]
@@ -53,7 +54,7 @@ def load_segmenter(bpe_codes: Optional[str] = None, spm_model: Optional[str] = N
     if spm_model:
         import sentencepiece as spm
 
-        if not __import__("os").path.isfile(spm_model):
+        if not os.path.isfile(spm_model):
             raise FileNotFoundError(f"SentencePiece model not found: {spm_model}")
         sp = spm.SentencePieceProcessor(model_file=spm_model)
         return Segmenter(lambda w: sp.encode(w, out_type=str), "sentencepiece")

@@ -574,6 +574,13 @@ def test_text_input_equals_binarized_and_handles_bad_lines(toy, model, tmp_path,
     assert "Traceback" not in proc.stderr
     for m in ("posterior", "alignment"):
         assert (tmp_path / f"text.{m}.align").read_text() == (tmp_path / f"ref.{m}.align").read_text()
+    # both directions from text: the reverse model's dictionaries found the same way; same links as binarized
+    both = ["--method", "posterior", "--rev-path", str(model("rev0")), "--symmetrize", "mean", "--links",
+            "threshold:0.3", "--no-progress"]
+    assert main(["--path", str(ck), "--data", str(toy["bin"]), *both, "-o", str(tmp_path / "both.bin")]) == 0
+    assert main(["--path", str(ck), "--src-text", str(raw / "test.src"), "--tgt-text", str(raw / "test.tgt"),
+                 "--bpe", "none", *both, "-o", str(tmp_path / "both.text")]) == 0
+    assert (tmp_path / "both.text").read_text() == (tmp_path / "both.bin").read_text()
     # an empty side, an over-long line: empty output lines, one error line each, the rest aligned
     src, tgt = (raw / "test.src").read_text().splitlines(), (raw / "test.tgt").read_text().splitlines()
     ref_lines = (tmp_path / "ref.posterior.align").read_text().splitlines()
@@ -594,6 +601,9 @@ def test_text_input_equals_binarized_and_handles_bad_lines(toy, model, tmp_path,
     short = _write(tmp_path / "short.tgt", [tgt[0]])
     for extra, msg in (([], "exactly one of --bpe-codes"),
                        (["--bpe", "none", "--bpe-codes", str(s)], "got --bpe-codes and --bpe none"),
+                       (["--bpe", "subword_nmt", "--spm-model", str(s)], "needs --bpe-codes"),
+                       (["--bpe", "none", "--links", "threshold:2"], "--links: threshold must be in"),
+                       (["--bpe", "none", "--pieces", str(s)], "--pieces is for binarized input"),
                        (["--bpe", "none", "--data", str(tmp_path)], "cannot load checkpoint")):
         bad = tmp_path / "bad.align"
         a = [x for x in args if x not in ("--bpe", "none")]
