@@ -726,6 +726,8 @@ def test_hub_align_and_translate(toy, model, bpe_toy):
     assert {j for _, j in a.links} == set(range(len(a.target)))
     with pytest.raises(ValueError, match="transformer_dhmm"):
         thub.align(src, tgt, method="posterior")
+    assert [a.pharaoh for a in thub.align(src, tgt, null_eos=True)] == \
+        extract(toy, tr, "attention", "--null-eos", name="hub.att0.align", cli=False)[0].read_text().splitlines()[:12]
     # BPE: each word segmented alone, so unknown words keep their links inside the sentence
     b = bpe_toy["ckpt"]
     bhub = TransformerDHMMModel.from_pretrained(str(b.parent), checkpoint_file=b.name,
@@ -735,3 +737,30 @@ def test_hub_align_and_translate(toy, model, bpe_toy):
     for a, s, t in zip(bhub.align(usrc[:6], utgt[:6]), usrc, utgt):
         assert a.source == s.split() and a.target == t.split()
         assert {j for _, j in a.links} == set(range(len(a.target))) and max(i for i, _ in a.links) < len(a.source)
+
+
+def test_align_variants_script(toy, model, tmp_path):
+    """The script behind the variant table of docs/alignment.md scores exactly what hmm-nmt-align writes."""
+    import json
+
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    try:
+        import align_variants
+    finally:
+        sys.path.pop(0)
+    from alignment.extract import main
+
+    fwd, rev = model("dhmm0"), model("rev0")
+    out = tmp_path / "rows.json"
+    align_variants.main(["--fwd", str(fwd), "--rev", str(rev), "--data", str(toy["bin"]), "--subset", "test",
+                         "--gold", str(toy["raw"] / "test.align"), "--methods", "posterior", "--thresholds", "0.3",
+                         "--json", str(out)])
+    rows = {(r["direction"], r["symmetrize"], r["links"]): r for r in json.loads(out.read_text())}
+    assert len(rows) == 2 * 4 + 5 + 2 * 4
+    base = ["--path", str(fwd), "--data", str(toy["bin"]), "--method", "posterior", "--no-progress"]
+    for key, extra in ((("fwd", "-", "threshold:0.3"), ["--links", "threshold:0.3"]),
+                       (("both", "grow-diag", "argmax"), ["--rev-path", str(rev)]),
+                       (("both", "prod", "argmax"), ["--rev-path", str(rev), "--symmetrize", "prod"])):
+        f = tmp_path / "x.align"
+        assert main(base + extra + ["-o", str(f)]) == 0
+        assert rows[key]["AER"] == pytest.approx(aer(toy["gold"], read_pharaoh(str(f))), abs=0.006), key
