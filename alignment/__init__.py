@@ -1,5 +1,6 @@
 """Word-alignment toolkit: formats, AER, symmetrization (atools semantics), subword-to-word mapping,
-heat maps and statistical baselines.  Nothing here imports fairseq except ``alignment.extract``.
+link decisions, word-by-word segmentation, heat maps and statistical baselines.  Nothing here imports
+fairseq except ``alignment.extract`` and ``alignment.hub``.
 """
 from .aer import AERCounts, corpus_scores, sentence_counts, sentence_scores
 from .io import Alignment, AlignmentFormatError, read_alignments, read_giza_a3, read_naacl, read_pharaoh, \

@@ -180,7 +180,7 @@ def test_baselines_eflomal_on_toy_corpus(tmp_path):
 
 def test_package_does_not_import_fairseq_or_torch():
     code = ("import sys, alignment, alignment.io, alignment.aer, alignment.symmetrize, alignment.subword, "
-            "alignment.cli, alignment.heatmap, alignment.baselines; "
+            "alignment.cli, alignment.heatmap, alignment.baselines, alignment.links, alignment.segment; "
             "print(sorted(m for m in ('fairseq', 'torch') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == "[]", (r.stdout, r.stderr)

@@ -316,6 +316,7 @@ def bpe_toy(toy):
     codes = io.StringIO()
     text = (raw / "train.src").read_text() + (raw / "train.tgt").read_text()
     learn_bpe(io.StringIO(text), codes, 120)
+    (seg / "codes").write_text(codes.getvalue())
     bpe = BPE(io.StringIO(codes.getvalue()))
     for split in ("train", "valid", "test"):
         for lang in ("src", "tgt"):
@@ -325,7 +326,7 @@ def bpe_toy(toy):
                 (seg / f"spm.{lang}").write_text("".join(_spm_style(bpe.process_line(l)) + "\n" for l in lines))
     preprocess(seg, work / "bpe-bin")
     ckpt = train(work / "bpe-bin", work / "bpe-model", "transformer_dhmm", "--decoder-layers", "1", epochs=4)
-    return {"seg": seg, "bin": work / "bpe-bin", "ckpt": ckpt}
+    return {"seg": seg, "bin": work / "bpe-bin", "ckpt": ckpt, "codes": seg / "codes"}
 
 
 def test_bpe_links_map_to_words(toy, bpe_toy, capsys):
@@ -501,3 +502,268 @@ def test_cli_errors_in_process(toy, model, tmp_path, capsys, case):
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("hmm-nmt-align: error:") and msg in err, err
     assert _no_output(out)
+
+
+# ------------------------------------------------------------------------------------------- one encoder pass
+@pytest.mark.parametrize("name", ["dhmm0", "dhmm1"])
+def test_methods_share_one_encoder_pass(toy, model, name):
+    from alignment import extract as ex
+
+    m, task = _load(toy, model(name))
+    calls = []
+    hook = m.encoder.register_forward_hook(lambda *a: calls.append(1))
+    try:
+        both = {it.id: it for it in ex.extract_matrices(m, task, "test", list(range(20)), ("alignment", "posterior"),
+                                                        batch_size=8)}
+    finally:
+        hook.remove()
+    assert len(calls) == 3  # 20 sentences in batches of 8: one encoder call per batch for both methods
+    for method in ("alignment", "posterior"):
+        alone = {it.id: it for it in ex.extract_matrices(m, task, "test", list(range(20)), (method,), batch_size=8)}
+        for k in range(20):
+            np.testing.assert_allclose(both[k].matrices[method], alone[k].matrices[method], atol=1e-6)
+
+
+# ------------------------------------------------------------------------------------------- both directions
+def test_rev_path_symmetrization(toy, model, tmp_path):
+    from alignment import extract as ex
+    from alignment.links import decide, soft_combine
+
+    fwd, rev = model("dhmm0"), model("rev0")
+    lens = dict(src_lens=toy["src_lens"], tgt_lens=toy["tgt_lens"])
+    base = ["--path", str(fwd), "--data", str(toy["bin"]), "--method", "posterior", "--rev-path", str(rev),
+            "--no-progress"]
+    # an atools heuristic: our symmetrize() of the two single-direction files
+    out = tmp_path / "gd.align"
+    assert ex.main(base + ["--symmetrize", "grow-diag", "-o", str(out)]) == 0
+    _, f = extract(toy, fwd, "posterior", cli=False)
+    _, r = extract(toy, rev, "posterior", "--reverse", name="rev0.reversed.align", cli=False)
+    got = read_pharaoh(str(out), **lens)
+    assert [sorted(a.sure) for a in got] == [symmetrize(a.sure, b.sure, "grow-diag") for a, b in zip(f, r)]
+    # soft: the product of the two posteriors, thresholded, recomputed from each model's own matrices
+    out = tmp_path / "prod.align"
+    assert ex.main(base + ["--symmetrize", "prod", "--links", "threshold:0.3", "-o", str(out)]) == 0
+    mf, tf = _load(toy, fwd)
+    mr, tr = _load(toy, rev)
+    pf = {it.id: it.matrices["posterior"] for it in ex.extract_matrices(mf, tf, "test", None, ("posterior",))}
+    pr = {it.id: it.matrices["posterior"] for it in ex.extract_matrices(mr, tr, "test", None, ("posterior",))}
+    want = [sorted(decide(soft_combine(pf[k][:-1, :-1], pr[k][:-1, :-1], "prod"), "threshold", 0.3))
+            for k in range(N_TEST)]
+    got = read_pharaoh(str(out), **lens)
+    assert [sorted(a.sure) for a in got] == want
+    assert aer(toy["gold"], got) < toy["random"] - 20
+    # --symmetrize without a reverse model is refused
+    assert ex.main(["--path", str(fwd), "--data", str(toy["bin"]), "--method", "posterior", "--symmetrize", "prod",
+                    "-o", str(tmp_path / "no.align")]) == 2
+
+
+# ------------------------------------------------------------------------------------------- raw text
+def _write(path, lines):
+    path.write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+def test_text_input_equals_binarized_and_handles_bad_lines(toy, model, tmp_path, capsys):
+    from alignment.extract import main
+
+    ck, raw = model("dhmm0"), toy["raw"]
+    ref = tmp_path / "ref.{method}.align"
+    assert main(["--path", str(ck), "--data", str(toy["bin"]), "--method", "posterior,alignment", "-o", str(ref),
+                 "--no-progress"]) == 0
+    # words in, no data-bin given: the dictionaries come from the data-bin recorded in the checkpoint
+    out = tmp_path / "text.{method}.align"
+    proc = align_cli("--path", str(ck), "--src-text", str(raw / "test.src"), "--tgt-text", str(raw / "test.tgt"),
+                     "--bpe", "none", "--method", "posterior,alignment", "-o", str(out))
+    assert "Traceback" not in proc.stderr
+    for m in ("posterior", "alignment"):
+        assert (tmp_path / f"text.{m}.align").read_text() == (tmp_path / f"ref.{m}.align").read_text()
+    # both directions from text: the reverse model's dictionaries found the same way; same links as binarized
+    both = ["--method", "posterior", "--rev-path", str(model("rev0")), "--symmetrize", "mean", "--links",
+            "threshold:0.3", "--no-progress"]
+    assert main(["--path", str(ck), "--data", str(toy["bin"]), *both, "-o", str(tmp_path / "both.bin")]) == 0
+    assert main(["--path", str(ck), "--src-text", str(raw / "test.src"), "--tgt-text", str(raw / "test.tgt"),
+                 "--bpe", "none", *both, "-o", str(tmp_path / "both.text")]) == 0
+    assert (tmp_path / "both.text").read_text() == (tmp_path / "both.bin").read_text()
+    # an empty side, an over-long line: empty output lines, one error line each, the rest aligned
+    src, tgt = (raw / "test.src").read_text().splitlines(), (raw / "test.tgt").read_text().splitlines()
+    ref_lines = (tmp_path / "ref.posterior.align").read_text().splitlines()
+    long = " ".join(src[0].split() * 80)  # > 1024 positions
+    s = _write(tmp_path / "mix.src", [src[0], "", long, src[1], ""])
+    t = _write(tmp_path / "mix.tgt", [tgt[0], tgt[5], tgt[6], tgt[1], ""])
+    out = tmp_path / "mix.align"
+    capsys.readouterr()
+    args = ["--path", str(ck), "--src-text", str(s), "--tgt-text", str(t), "--bpe", "none", "--method", "posterior",
+            "--no-progress"]
+    assert main(args + ["-o", str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert [e for e in err if "error" in e] == [
+        f"hmm-nmt-align: error: {s}:3: {len(long.split()) + 1} source / {len(tgt[6].split()) + 1} target pieces "
+        "with EOS, longer than the model allows (1024 / 1024 positions); its output line is empty"]
+    assert out.read_text().splitlines() == [ref_lines[0], "", "", ref_lines[1], ""]
+    # fatal input errors: exit 2, one line naming the files or flags, no output file
+    short = _write(tmp_path / "short.tgt", [tgt[0]])
+    for extra, msg in (([], "exactly one of --bpe-codes"),
+                       (["--bpe", "none", "--bpe-codes", str(s)], "got --bpe-codes and --bpe none"),
+                       (["--bpe", "subword_nmt", "--spm-model", str(s)], "needs --bpe-codes"),
+                       (["--bpe", "none", "--links", "threshold:2"], "--links: threshold must be in"),
+                       (["--bpe", "none", "--pieces", str(s)], "--pieces is for binarized input"),
+                       (["--bpe", "none", "--data", str(tmp_path)], "cannot load checkpoint")):
+        bad = tmp_path / "bad.align"
+        a = [x for x in args if x not in ("--bpe", "none")]
+        assert main(a + extra + ["-o", str(bad)]) == 2
+        assert msg in capsys.readouterr().err.strip().splitlines()[-1]
+        assert _no_output(bad)
+    bad = tmp_path / "bad.align"
+    assert main(["--path", str(ck), "--src-text", str(s), "--tgt-text", str(short), "--bpe", "none", "--method",
+                 "posterior", "-o", str(bad)]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"--src-text {s} has 5 lines but --tgt-text {short} has 1" in last, last
+    assert _no_output(bad)
+
+
+def _unk_text(toy):
+    """20 test pairs with a word the BPE model never saw on each side (upper case: characters outside
+    the dictionary, so every piece of it is <unk>)."""
+    src, tgt = (toy["raw"] / "test.src").read_text().splitlines()[:20], \
+        (toy["raw"] / "test.tgt").read_text().splitlines()[:20]
+    out_s, out_t = [], []
+    for k, (s, t) in enumerate(zip(src, tgt)):
+        s, t = s.split(), t.split()
+        s.insert(k % (len(s) + 1), "QUUX")
+        t.insert((3 * k) % (len(t) + 1), "ZORPW")
+        out_s.append(" ".join(s))
+        out_t.append(" ".join(t))
+    return out_s, out_t
+
+
+def test_unknown_pieces_never_leave_the_sentence(toy, bpe_toy, tmp_path):
+    """The issue's failure: pieces that are <unk> in the dictionary lose their @@; links must stay inside
+    the sentence with the text (raw-text input, --pieces) and without it (binarized input alone)."""
+    from fairseq.data import Dictionary
+    from subword_nmt.apply_bpe import BPE
+
+    from alignment.extract import main
+    from alignment.subword import word_index
+
+    src, tgt = _unk_text(toy)
+    lens = dict(src_lens=[len(s.split()) for s in src], tgt_lens=[len(t.split()) for t in tgt])
+    words = tmp_path / "words"
+    words.mkdir()
+    _write(words / "unk.src", src)
+    _write(words / "unk.tgt", tgt)
+    common = ["--path", str(bpe_toy["ckpt"]), "--method", "posterior", "--no-progress"]
+    # raw text with the codes: word boundaries from the text
+    out_text = tmp_path / "text.align"
+    assert main(common + ["--src-text", str(words / "unk.src"), "--tgt-text", str(words / "unk.tgt"),
+                          "--bpe-codes", str(bpe_toy["codes"]), "-o", str(out_text)]) == 0
+    hyp = read_pharaoh(str(out_text), **lens)  # raises on a link outside its sentence
+    assert all({j for _, j in h.links} == set(range(n)) for h, n in zip(hyp, lens["tgt_lens"]))
+    # binarized with the model's dictionary, as a user would do
+    bpe = BPE(io.StringIO(bpe_toy["codes"].read_text()))
+    seg = tmp_path / "seg"
+    seg.mkdir()
+    _write(seg / "unk.src", [bpe.process_line(x) for x in src])
+    _write(seg / "unk.tgt", [bpe.process_line(x) for x in tgt])
+    dict_file = str(bpe_toy["bin"] / "dict.src.txt")
+    run("-m", "fairseq_cli.preprocess", "--source-lang", "src", "--target-lang", "tgt", "--testpref",
+        str(seg / "unk"), "--destdir", str(tmp_path / "bin"), "--srcdict", dict_file, "--tgtdict", dict_file,
+        "--workers", "1")
+    d = Dictionary.load(dict_file)
+    strings = [[d[d.index(p)] for p in line.split()] for line in (seg / "unk.src").read_text().splitlines()]
+    assert sum(line.count("<unk>") for line in strings) >= 60
+    # what the dictionary's strings say without the <unk> rule: more words than the sentence has
+    assert all(max(word_index(x, "bpe", eos=None)) + 1 > n for x, n in zip(strings, lens["src_lens"]))
+    out_bin = tmp_path / "bin.align"
+    assert main(common + ["--data", str(tmp_path / "bin"), "--bpe", "subword_nmt", "-o", str(out_bin)]) == 0
+    hyp_bin = read_pharaoh(str(out_bin), **lens)  # inside every sentence
+    assert all({j for _, j in h.links} <= set(range(n)) for h, n in zip(hyp_bin, lens["tgt_lens"]))
+    # with the segmented text, the binarized input gives exactly the raw-text result
+    out_pieces = tmp_path / "pieces.align"
+    assert main(common + ["--data", str(tmp_path / "bin"), "--bpe", "subword_nmt", "--pieces", str(seg / "unk"),
+                          "-o", str(out_pieces)]) == 0
+    assert out_pieces.read_text() == out_text.read_text()
+
+
+# ------------------------------------------------------------------------------------------- hub
+def test_hub_align_and_translate(toy, model, bpe_toy):
+    from alignment.hub import AlignmentHubInterface, from_pretrained
+    from hmm_nmt.models.transformer_dhmm import TransformerDHMMModel
+
+    torch.set_num_threads(1)
+    src = (toy["raw"] / "test.src").read_text().splitlines()[:12]
+    tgt = (toy["raw"] / "test.tgt").read_text().splitlines()[:12]
+    ck = model("dhmm0")
+    kw = dict(data_name_or_path=str(toy["bin"]), source_lang="src", target_lang="tgt")
+    hub = TransformerDHMMModel.from_pretrained(str(ck.parent), checkpoint_file=ck.name, **kw)
+    assert isinstance(hub, AlignmentHubInterface)
+    cli, _ = extract(toy, ck, "posterior", name="hub.ref.align", cli=False)
+    got = hub.align(src, tgt)
+    assert [a.pharaoh for a in got] == cli.read_text().splitlines()[:12]
+    assert got[3].source == src[3].split() and got[3].target == tgt[3].split()
+    assert hub.align(src[3], tgt[3]).links == got[3].links
+    assert [a.pharaoh for a in hub.align(src, tgt, method="alignment")] == \
+        extract(toy, ck, "alignment", name="hub.ref2.align", cli=False)[0].read_text().splitlines()[:12]
+    # translations with alignments: fairseq's text, and the forced alignment of each hypothesis
+    res = hub.translate(src[:4], beam=2, alignment=True)
+    assert [t for t, _ in res] == hub.translate(src[:4], beam=2)
+    for s, (text, a) in zip(src, res):
+        assert a.target == text.split() and a.links == hub.align(s, text).links
+        assert {j for _, j in a.links} == set(range(len(a.target)))
+    # both directions from Python: the CLI's --rev-path result
+    rev = model("rev0")
+    rhub = TransformerDHMMModel.from_pretrained(str(rev.parent), checkpoint_file=rev.name,
+                                                data_name_or_path=str(toy["bin"]), source_lang="tgt", target_lang="src")
+    from alignment.extract import main
+
+    out = toy["work"] / "hub.gd.align"
+    assert main(["--path", str(ck), "--rev-path", str(rev), "--data", str(toy["bin"]), "--method", "posterior",
+                 "--symmetrize", "grow-diag", "--no-progress", "-o", str(out)]) == 0
+    assert [a.pharaoh for a in hub.align(src, tgt, reverse=rhub, symmetrize="grow-diag")] == \
+        out.read_text().splitlines()[:12]
+    # a stock fairseq transformer: attention, as hmm-nmt-align computes it
+    tr = model("transformer")
+    thub = from_pretrained(str(tr.parent), checkpoint_file=tr.name, **kw)
+    assert [a.pharaoh for a in thub.align(src, tgt)] == \
+        extract(toy, tr, "attention", name="hub.att.align", cli=False)[0].read_text().splitlines()[:12]
+    _, a = thub.translate(src[0], beam=2, alignment=True)
+    assert {j for _, j in a.links} == set(range(len(a.target)))
+    with pytest.raises(ValueError, match="transformer_dhmm"):
+        thub.align(src, tgt, method="posterior")
+    assert [a.pharaoh for a in thub.align(src, tgt, null_eos=True)] == \
+        extract(toy, tr, "attention", "--null-eos", name="hub.att0.align", cli=False)[0].read_text().splitlines()[:12]
+    # BPE: each word segmented alone, so unknown words keep their links inside the sentence
+    b = bpe_toy["ckpt"]
+    bhub = TransformerDHMMModel.from_pretrained(str(b.parent), checkpoint_file=b.name,
+                                                data_name_or_path=str(bpe_toy["bin"]), source_lang="src",
+                                                target_lang="tgt", bpe="subword_nmt", bpe_codes=str(bpe_toy["codes"]))
+    usrc, utgt = _unk_text(toy)
+    for a, s, t in zip(bhub.align(usrc[:6], utgt[:6]), usrc, utgt):
+        assert a.source == s.split() and a.target == t.split()
+        assert {j for _, j in a.links} == set(range(len(a.target))) and max(i for i, _ in a.links) < len(a.source)
+
+
+def test_align_variants_script(toy, model, tmp_path):
+    """The script behind the variant table of docs/alignment.md scores exactly what hmm-nmt-align writes."""
+    import json
+
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    try:
+        import align_variants
+    finally:
+        sys.path.pop(0)
+    from alignment.extract import main
+
+    fwd, rev = model("dhmm0"), model("rev0")
+    out = tmp_path / "rows.json"
+    align_variants.main(["--fwd", str(fwd), "--rev", str(rev), "--data", str(toy["bin"]), "--subset", "test",
+                         "--gold", str(toy["raw"] / "test.align"), "--methods", "posterior", "--thresholds", "0.3",
+                         "--json", str(out)])
+    rows = {(r["direction"], r["symmetrize"], r["links"]): r for r in json.loads(out.read_text())}
+    assert len(rows) == 2 * 4 + 5 + 2 * 4
+    base = ["--path", str(fwd), "--data", str(toy["bin"]), "--method", "posterior", "--no-progress"]
+    for key, extra in ((("fwd", "-", "threshold:0.3"), ["--links", "threshold:0.3"]),
+                       (("both", "grow-diag", "argmax"), ["--rev-path", str(rev)]),
+                       (("both", "prod", "argmax"), ["--rev-path", str(rev), "--symmetrize", "prod"])):
+        f = tmp_path / "x.align"
+        assert main(base + extra + ["-o", str(f)]) == 0
+        assert rows[key]["AER"] == pytest.approx(aer(toy["gold"], read_pharaoh(str(f))), abs=0.006), key

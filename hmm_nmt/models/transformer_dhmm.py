@@ -523,6 +523,15 @@ class TransformerDHMMModel(TransformerModel):
     def hub_models(cls):
         return {}
 
+    @classmethod
+    def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
+        """fairseq's hub interface plus word alignment: ``hub.align(src, tgt)`` and
+        ``hub.translate(..., alignment=True)`` (:mod:`alignment.hub`)."""
+        from alignment.hub import from_pretrained  # lazy: alignment imports this package
+
+        return from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, archive_map=cls.hub_models(),
+                               **kwargs)
+
     @staticmethod
     def add_args(parser):
         TransformerModel.add_args(parser)
@@ -584,13 +593,17 @@ class TransformerDHMMModel(TransformerModel):
         return self.decoder(prev_output_tokens, encoder_out=encoder_out, features_only=features_only)
 
     @torch.no_grad()
-    def alignment_posteriors(self, src_tokens, src_lengths, prev_output_tokens, target, method="autograd"):
+    def alignment_posteriors(self, src_tokens, src_lengths, prev_output_tokens, target, method="autograd",
+                             features=None):
         """p(b_i = j | E, F) (B, I, J) for reference pairs, lexicon included ("posterior alignment").
 
         ``method="autograd"`` differentiates log p(E | F) w.r.t. the lexicon scores, ``"explicit"`` runs the
-        forward-backward recursions; both give the same posteriors (tested).
+        forward-backward recursions; both give the same posteriors (tested). ``features``: the decoder's
+        ``(x, extra)`` with ``features_only=True`` for these inputs, when the caller already has them.
         """
-        x, extra = self(src_tokens, src_lengths, prev_output_tokens, features_only=True)
+        if features is None:
+            features = self(src_tokens, src_lengths, prev_output_tokens, features_only=True)
+        x, extra = features
         tgt_mask = target.ne(self.decoder.padding_idx)
         row_mask = self.decoder.lexicon_rows(extra, tgt_mask)
         gold, _ = self.decoder.lexicon_scores(x, extra, target, row_mask)
