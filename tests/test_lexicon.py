@@ -194,3 +194,25 @@ def test_precomputed_normalisers_give_the_same_values_and_gradients(dtype):
         results.append((gold, mean, *[x.grad for x in leaves]))
     for a, b in zip(*results):  # the same normalisers and gold logits either way
         torch.testing.assert_close(a, b)
+
+
+def test_mixture_log_prob_sum_gradcheck_and_reference():
+    from hmm_nmt.hmm.direct import MASKED
+    from hmm_nmt.hmm.lexicon import mixture_log_prob_sum
+    g = torch.Generator().manual_seed(4)
+    bsz, tgt_len, src_len, d, vocab = 2, 3, 4, 5, 7
+    src = torch.randn(bsz, src_len, d, generator=g, dtype=torch.float64)
+    tgt = torch.randn(bsz, tgt_len, d, generator=g, dtype=torch.float64)
+    align = torch.randn(bsz, tgt_len, src_len, generator=g, dtype=torch.float64)
+    align[1, :, :1] = MASKED  # a padded source position
+    align = align.log_softmax(-1)
+    weight = torch.randn(vocab, d, generator=g, dtype=torch.float64)
+    bias = torch.randn(vocab, generator=g, dtype=torch.float64)
+    mask = torch.tensor([[True, True, True], [True, True, False]])
+    leaves = [t.clone().requires_grad_() for t in (src, tgt, align, weight, bias)]
+    # chunk_rows 4: one target position per chunk, so the chunking is exercised
+    assert torch.autograd.gradcheck(lambda *x: mixture_log_prob_sum(*x, mask, 4), leaves)
+    hidden = torch.relu(src[:, None] + tgt[:, :, None])  # (B, I, J, d)
+    lp = torch.log_softmax(hidden @ weight.t() + bias, -1)
+    ref = torch.logsumexp(align[..., None] + lp, dim=2).sum(-1).masked_fill(~mask, 0.0)
+    torch.testing.assert_close(mixture_log_prob_sum(src, tgt, align, weight, bias, mask, 4), ref)

@@ -323,13 +323,62 @@ def log_mixture(src_feat: Tensor, tgt_feat: Tensor, log_align: Tensor, weight: T
     return (out, logz_all) if return_logz else out
 
 
-def _mixture_log_prob_sum(src: Tensor, tgt: Tensor, align: Tensor, weight: Tensor, bias: Optional[Tensor],
-                          dtype: torch.dtype) -> Tensor:
-    """sum_v log sum_j p(j) p(v | j) for c target positions: src (c, J, d), tgt (c, d), align (c, J)."""
+def _mixture_chunk(src: Tensor, tgt: Tensor, align: Tensor, weight: Tensor, bias: Optional[Tensor],
+                   dtype: torch.dtype):
+    """(hidden (c, J, d), log p(v | j) (c, J, V), log sum_j p(j) p(v | j) (c, V)) of c target positions."""
     hidden = torch.relu(src + tgt[:, None, :])
     logits = _logits(hidden.reshape(-1, hidden.size(-1)), weight, bias, dtype).view(*hidden.shape[:2], -1)
     logp = torch.log_softmax(upcast(logits), dim=-1)
-    return torch.logsumexp(logp + align[:, :, None], dim=1).sum(-1)
+    return hidden, logp, torch.logsumexp(logp + align[:, :, None], dim=1)
+
+
+class MixtureLogProbSum(torch.autograd.Function):
+    """sum_v log P_i(v), P_i(v) = sum_j a_ij p(v | j), chunked over target positions; see
+    :func:`mixture_log_prob_sum`. Nothing of size V is kept for backward: each chunk is recomputed, and with
+    the responsibilities r_ijv = a_ij p(v | j) / P_i(v) (computed in log space, so <= 1) and R_ij = sum_v r_ijv
+
+        d/d z_ijv = r_ijv - p(v | j) R_ij   (z: the lexicon logits),    d/d log a_ij = R_ij.
+    """
+
+    @staticmethod
+    def forward(ctx, src_feat, tgt_feat, log_align, weight, bias, b, i, rows, dtype):
+        out = torch.empty(len(b), dtype=accumulation_dtype(tgt_feat.dtype), device=tgt_feat.device)
+        for s in range(0, len(b), rows):
+            bb, ii = b[s:s + rows], i[s:s + rows]
+            out[s:s + rows] = _mixture_chunk(src_feat[bb], tgt_feat[bb, ii], log_align[bb, ii], weight, bias,
+                                             dtype)[2].sum(-1)
+        ctx.save_for_backward(src_feat, tgt_feat, log_align, weight, bias, b, i)
+        ctx.rows, ctx.dtype = rows, dtype
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        src_feat, tgt_feat, log_align, weight, bias, b, i = ctx.saved_tensors
+        acc = grad.dtype
+        g_src = torch.zeros(src_feat.shape, dtype=acc, device=grad.device)
+        g_tgt = torch.zeros(tgt_feat.shape, dtype=acc, device=grad.device)
+        g_align = torch.zeros(log_align.shape, dtype=acc, device=grad.device)
+        g_w = torch.zeros(weight.shape, dtype=acc, device=grad.device)
+        g_b = torch.zeros(weight.size(0), dtype=acc, device=grad.device)
+        w = weight.to(acc)
+        for s in range(0, len(b), ctx.rows):
+            bb, ii = b[s:s + ctx.rows], i[s:s + ctx.rows]
+            align = log_align[bb, ii].to(acc)
+            hidden, logp, mix = _mixture_chunk(src_feat[bb], tgt_feat[bb, ii], align, weight, bias, ctx.dtype)
+            r = (logp + align[:, :, None] - mix[:, None, :]).exp_()  # (c, J, V)
+            big_r = r.sum(-1)  # (c, J)
+            g = grad[s:s + ctx.rows, None]
+            gz = r.sub_(logp.exp_().mul_(big_r[:, :, None])).mul_(g[:, :, None])  # (c, J, V), in place of r
+            g_align.index_put_((bb, ii), g * big_r, accumulate=True)
+            h2 = hidden.reshape(-1, hidden.size(-1)).to(acc)
+            gz2 = gz.view(-1, gz.size(-1))
+            g_w.addmm_(gz2.t(), h2)
+            g_b += gz2.sum(0)
+            g_hidden = (gz2 @ w).view(hidden.shape).mul_(hidden > 0)
+            g_src.index_add_(0, bb, g_hidden)
+            g_tgt.index_put_((bb, ii), g_hidden.sum(1), accumulate=True)
+        return (g_src.to(src_feat.dtype), g_tgt.to(tgt_feat.dtype), g_align.to(log_align.dtype),
+                g_w.to(weight.dtype), None if bias is None else g_b.to(bias.dtype), None, None, None, None)
 
 
 def mixture_log_prob_sum(src_feat: Tensor, tgt_feat: Tensor, log_align: Tensor, weight: Tensor,
@@ -338,24 +387,12 @@ def mixture_log_prob_sum(src_feat: Tensor, tgt_feat: Tensor, log_align: Tensor, 
     """sum_v log p(v | e_<i, f) per target position (B, I), 0 where ``tgt_mask`` is False; differentiable.
 
     p(v | e_<i, f) = sum_j p(j | i) p(v | j) is the decoder's output distribution (the mixture of Eq. 9), and
-    this sum is what fairseq's label smoothing of an output distribution needs (its ``smooth_loss``). The
-    (c, J, V) block of a chunk of target positions is recomputed in backward (activation checkpointing), so
-    memory stays O(chunk_rows x V) as in :func:`lexicon_scores`.
+    this sum is what fairseq's label smoothing of an output distribution needs (its ``smooth_loss``).
+    src_feat (B, J, d) = W5 h_j + b5, tgt_feat (B, I, d) = W6 s_i, log_align (B, I, J) (MASKED on padding).
+    Target positions go in chunks of about ``chunk_rows`` (i, j) pairs, recomputed in backward
+    (:class:`MixtureLogProbSum`), so memory stays O(chunk_rows x V) as in :func:`lexicon_scores`.
     """
-    from torch.utils.checkpoint import checkpoint
-
     b, i = tgt_mask.nonzero(as_tuple=True)
-    out = log_align.new_zeros(tgt_mask.shape, dtype=accumulation_dtype(tgt_feat.dtype))
     rows = max(1, chunk_rows // max(1, src_feat.size(1)))
-    differentiable = torch.is_grad_enabled()
-    parts = []
-    for s in range(0, len(b), rows):
-        bb, ii = b[s:s + rows], i[s:s + rows]
-        args = (src_feat[bb], tgt_feat[bb, ii], log_align[bb, ii], weight, bias)
-        if differentiable:
-            parts.append(checkpoint(_mixture_log_prob_sum, *args, dtype, use_reentrant=False))
-        else:
-            parts.append(_mixture_log_prob_sum(*args, dtype))
-    if parts:
-        out = out.index_put((b, i), torch.cat(parts).to(out.dtype))
-    return out
+    sums = MixtureLogProbSum.apply(src_feat, tgt_feat, log_align, weight, bias, b, i, rows, dtype)
+    return sums.new_zeros(tgt_mask.shape).index_put((b, i), sums)
