@@ -1,0 +1,105 @@
+"""fairseq's distributed data parallel training on CPU (gloo) through the plugin's launcher patch.
+
+One update of 2 processes, each on its shard of the batches, must equal one update of 1 process that
+accumulates the same batches with ``--update-freq`` (fairseq shards batches round-robin over ranks and
+groups ``update_freq`` consecutive batches into one update, so rank r of W gets batch r of each group of W):
+
+* 1 process ``--update-freq 2``  ==  2 processes ``--update-freq 1``
+* 1 process ``--update-freq 4``  ==  2 processes ``--update-freq 2``
+
+Same logged losses and the same parameters after the updates. Tolerance 1e-5: float32 training where the
+only difference is the order in which per-batch gradients are added (gloo's all-reduce of gradient buckets
+versus in-place accumulation) and in which the loss statistics are summed; Adam's step is bounded by the
+learning rate (1e-3) times a ratio of these sums.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+USER_DIR = os.path.join(ROOT, "hmm_nmt")
+ENV = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
+SMALL = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "16", "--decoder-embed-dim", "16",
+         "--encoder-ffn-embed-dim", "32", "--decoder-ffn-embed-dim", "32", "--encoder-attention-heads", "2",
+         "--decoder-attention-heads", "2", "--share-all-embeddings"]
+
+
+def run(tool, *args, env=None, check=True):
+    proc = subprocess.run([sys.executable, "-m", f"fairseq_cli.{tool}", *args], env=env or ENV, cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"fairseq-{tool} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    work = tmp_path_factory.mktemp("dist")
+    raw = work / "raw"
+    subprocess.run([sys.executable, os.path.join(ROOT, "examples", "toy", "generate.py"), "--out", str(raw),
+                    "--train", "200", "--valid", "20", "--test", "20"], check=True, capture_output=True)
+    run("preprocess", "--source-lang", "src", "--target-lang", "tgt", "--trainpref", f"{raw}/train",
+        "--validpref", f"{raw}/valid", "--destdir", str(work / "bin"), "--joined-dictionary", "--workers", "1")
+    return work
+
+
+def train_logs(proc):
+    return [json.loads(line[line.index("{"):]) for line in (proc.stdout + proc.stderr).splitlines()
+            if "| train_inner |" in line]
+
+
+def params(path):
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    return state["model"]
+
+
+def train(toy, name, world, update_freq, *extra, updates=2):
+    save = toy / name
+    args = [str(toy / "bin"), "--user-dir", USER_DIR, *SMALL, "--dropout", "0", "--optimizer", "adam", "--lr", "0.001",
+            "--max-tokens", "300", "--update-freq", str(update_freq), "--max-update", str(updates),
+            "--log-interval", "1", "--log-format", "json", "--no-progress-bar", "--save-dir", str(save),
+            "--no-epoch-checkpoints", "--disable-validation", "--seed", "3", "--num-workers", "0", "--cpu",
+            *extra]
+    if world > 1:
+        args += ["--distributed-world-size", str(world), "--distributed-backend", "gloo"]
+    proc = run("train", *args)
+    return train_logs(proc), params(save / "checkpoint_last.pt"), proc
+
+
+def assert_same_training(a, b):
+    logs_a, params_a, _ = a
+    logs_b, params_b, _ = b
+    assert [r["num_updates"] for r in logs_a] == [r["num_updates"] for r in logs_b] == ["1", "2"]
+    for ra, rb in zip(logs_a, logs_b):
+        for key in ("loss", "nll_loss", "wpb", "bsz"):
+            assert ra[key] == rb[key], (key, ra, rb)
+    assert params_a.keys() == params_b.keys()
+    moved = 0.0
+    for k in params_a:
+        torch.testing.assert_close(params_a[k], params_b[k], rtol=0, atol=1e-5, msg=k)
+    return moved
+
+
+MODELS = {
+    "dhmm0": ["--arch", "transformer_dhmm", "--criterion", "dhmm_label_smoothed_cross_entropy",
+              "--label-smoothing", "0.1"],
+    "dhmm1": ["--arch", "transformer_dhmm_first_order", "--criterion", "dhmm_label_smoothed_cross_entropy",
+              "--label-smoothing", "0.1", "--lexicon-topk", "2", "--lexicon-topk-objective", "pruned"],
+}
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_two_gloo_processes_equal_one_process_with_update_freq(toy, model):
+    flags = MODELS[model]
+    one = train(toy, f"{model}-1x4", 1, 4, *flags)
+    two = train(toy, f"{model}-2x2", 2, 2, *flags)
+    assert "distributed init (rank 1)" in two[2].stdout + two[2].stderr
+    # 2 processes x 2 batches per update = 4 batches: the batch statistics say so
+    assert_same_training(one, two)
+    # the parameters did move: the comparison is not between two initial models
+    init = train(toy, f"{model}-init", 1, 4, *flags, "--lr", "1e-12", updates=1)[1]
+    assert max((one[1][k] - init[k]).abs().max().item() for k in init) > 1e-4
