@@ -8,7 +8,8 @@ fairseq 0.12's launcher assumes CUDA in four places, so on a machine without a G
   initialized" later);
 * ``call_main`` and ``infer_init_method`` spawn ``min(torch.cuda.device_count(), world_size)`` = 0 processes;
 * under ``torchrun`` ``_infer_torch_distributed_launch_init`` computes ``rank % torch.cuda.device_count()``
-  (ZeroDivisionError);
+  (ZeroDivisionError), and without ``--distributed-world-size`` the default world size (the number of GPUs,
+  at least 1) makes every process train its own copy;
 * the ``c10d``/``pytorch_ddp`` backend wraps the model in ``DistributedDataParallel(device_ids=[id])``, which
   torch refuses for a CPU module (``device_ids`` must be None there).
 
@@ -55,7 +56,7 @@ def install() -> bool:
         cfg.distributed_init_method = "env://"
         cfg.distributed_world_size = int(os.environ["WORLD_SIZE"])
         cfg.distributed_rank = int(os.environ["RANK"])
-        cfg.device_id = int(os.environ.get("LOCAL_RANK", 0))
+        cfg.device_id = 0  # a CUDA device index; fairseq would torch.cuda.set_device() any other value
         cfg.distributed_no_spawn = True
 
     original_single_node = dist_utils._infer_single_node_init
@@ -71,9 +72,14 @@ def install() -> bool:
     original_infer = dist_utils.infer_init_method
 
     def infer_init_method(cfg, force_distributed=False):
+        launched = all(k in os.environ for k in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"))
+        if launched and cfg.distributed_world_size == 1 and int(os.environ["WORLD_SIZE"]) > 1:
+            # fairseq's default world size is the number of GPUs (1 here): without this, every process
+            # torchrun starts would train its own unsynchronised copy into the same --save-dir
+            cfg.distributed_world_size = int(os.environ["WORLD_SIZE"])
         if cfg.distributed_init_method is None and cfg.distributed_world_size > 1 and not cfg.tpu \
                 and not any(k in os.environ for k in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST")) \
-                and not all(k in os.environ for k in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK")):
+                and not launched:
             # one node, spawned here: with --distributed-port given, fairseq 0.12 would skip the init
             # method entirely and train one unsynchronised process
             force_distributed = True

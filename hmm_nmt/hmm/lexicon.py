@@ -264,7 +264,8 @@ def log_mixture(src_feat: Tensor, tgt_feat: Tensor, log_align: Tensor, weight: T
 
     src_feat (B, J, d) = W5 h_j + bias, tgt_feat (B, I, d) = W6 s_i, log_align (B, I, J) (-inf on padding).
     Returns (B, I, V) log-probabilities, and with ``return_logz`` also the lexicon log-normalisers (B, I, J).
-    Rows (b, i) are processed in chunks of about ``chunk_rows`` (i, j) pairs, so memory is O(chunk x V).
+    Rows (b, i) are processed in chunks of about ``chunk_rows`` (i, j) pairs, so memory is O(chunk x V);
+    without gradients (decoding) a chunk also holds at most max(width, B x I) pairs, the output's own size.
     With ``keep_idx`` (B, I, K) only those source positions enter the mixture (their alignment weights must
     already be renormalised over them) and only B x I x K lexicon rows are computed; logz is then (B, I, K).
     """
@@ -274,9 +275,11 @@ def log_mixture(src_feat: Tensor, tgt_feat: Tensor, log_align: Tensor, weight: T
     out = tgt_feat.new_empty(bsz, tgt_len, vocab, dtype=torch.float32 if tgt_feat.dtype != torch.float64 else tgt_feat.dtype)
     width = src_len if keep_idx is None else keep_idx.size(-1)
     logz_all = out.new_empty(bsz, tgt_len, width) if return_logz else None
-    rows_per_chunk = max(1, chunk_rows // max(1, width))
     differentiable = torch.is_grad_enabled() and any(
         x is not None and x.requires_grad for x in (src_feat, tgt_feat, log_align, weight, bias))
+    # decoding: the chunk buffers also stay within the size of the output (B x I rows), so a decoding step
+    # holds at most about as many vocabulary rows as the transformer's own (B x beam, V) logits
+    rows_per_chunk = max(1, min(chunk_rows, chunk_rows if differentiable else bsz * tgt_len) // max(1, width))
     if differentiable:
         logits_of = None
     else:
