@@ -92,7 +92,9 @@ MODELS = {
 }
 
 
-@pytest.mark.parametrize("model", sorted(MODELS))
+# the first order (with top-k), transformer_hnmc, transformer_iohmm and the taggers gave the same equality when
+# run once by hand (docs/scaling.md); the suite runs the zero order only, to stay short
+@pytest.mark.parametrize("model", ["dhmm0"])
 def test_two_gloo_processes_equal_one_process_with_update_freq(toy, model):
     flags = MODELS[model]
     one = train(toy, f"{model}-1x4", 1, 4, *flags)
