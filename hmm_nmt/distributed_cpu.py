@@ -18,6 +18,8 @@ fairseq 0.12's launcher assumes CUDA in four places, so on a machine without a G
 count processes instead of GPUs and pass no device ids. It does nothing when CUDA is available, so the GPU
 (nccl) path stays stock fairseq. Everything else (gradient all-reduce, ``--update-freq`` accumulation,
 the all-reduce of the criterion's logging outputs, checkpointing on rank 0) is fairseq's own code.
+The same launcher hook turns ``--cpu --bf16`` (TPU-only in fairseq 0.12) into CPU autocast
+(:mod:`hmm_nmt.cpu_bf16`).
 
 Criterion statistics: every criterion of the plugin returns scalar sums and says
 ``logging_outputs_can_be_summed() -> True``, so fairseq reduces them by one all-reduce
@@ -28,6 +30,8 @@ import logging
 import os
 
 import torch
+
+from hmm_nmt import cpu_bf16
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +97,7 @@ def install() -> bool:
     original_call_main = dist_utils.call_main
 
     def call_main(cfg, main, **kwargs):
+        cpu_bf16.enable_from_cfg(cfg)  # --cpu --bf16: autocast, not fairseq's TPU path
         dt = cfg.distributed_training
         if dt.distributed_init_method is None:
             infer_init_method(dt)
@@ -114,6 +119,7 @@ def install() -> bool:
     dist_utils._infer_single_node_init = _infer_single_node_init
     dist_utils.infer_init_method = infer_init_method
     dist_utils.call_main = call_main
+    cpu_bf16.install()
     dfm.DistributedDataParallel = CPUDistributedDataParallel
     _infer_single_node_init.original = original_single_node
     _installed = True

@@ -15,6 +15,8 @@ Decoding needs the whole next-token distribution, the mixture over source positi
 
 No fairseq import here: the functions take plain tensors.
 """
+import contextlib
+import functools
 import threading
 from typing import Dict, Optional, Tuple
 
@@ -60,6 +62,22 @@ _WORKSPACE = _Workspace()
 def release_workspace() -> None:
     """Free the CPU scratch buffers of this thread (they are re-created on the next call)."""
     _WORKSPACE.buffers.clear()
+
+
+def _own_precision(fn):
+    """Run a kernel with autocast off: ``dtype`` (``--lexicon-dtype``) decides its matmul precision and its
+    ``out=`` buffers are float32, which autocast would otherwise recast. Half-precision inputs (what linear
+    layers return under ``--bf16``/``--amp`` autocast) are taken to float32 first."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        with contextlib.ExitStack() as stack:
+            for device in ("cpu", "cuda"):
+                if torch.is_autocast_enabled(device):
+                    stack.enter_context(torch.autocast(device, enabled=False))
+            args = [a.float() if isinstance(a, Tensor) and a.dtype in (torch.bfloat16, torch.float16) else a
+                    for a in args]
+            return fn(*args, **kwargs)
+    return run
 
 
 def _low(dtype: torch.dtype, like: Tensor) -> bool:
@@ -155,6 +173,7 @@ class LexiconScores(torch.autograd.Function):
         return gold - logz, mean - logz
 
     @staticmethod
+    @_own_precision
     def backward(ctx, g_gold, g_mean):
         hidden, weight, bias, target, logz = ctx.saved_tensors
         chunk_rows, dtype = ctx.chunk_rows, ctx.dtype
@@ -212,6 +231,7 @@ def gold_logits(hidden: Tensor, weight: Tensor, bias: Optional[Tensor], target: 
 
 
 @torch.no_grad()
+@_own_precision
 def lexicon_logz(hidden: Tensor, weight: Tensor, bias: Optional[Tensor], chunk_rows: int = 1024,
                  dtype: torch.dtype = torch.float32) -> Tensor:
     """log Z of each row of ``hidden`` (N,), chunked, without gradients.
@@ -232,6 +252,7 @@ def lexicon_logz(hidden: Tensor, weight: Tensor, bias: Optional[Tensor], chunk_r
     return logz
 
 
+@_own_precision
 def lexicon_scores(hidden: Tensor, weight: Tensor, bias: Optional[Tensor], target: Tensor,
                    chunk_rows: int = 1024, dtype: torch.dtype = torch.float32,
                    logz: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
@@ -257,6 +278,7 @@ def reference_lexicon_scores(hidden, weight, bias, target):
     return lp.gather(1, target[:, None]).squeeze(1), lp.mean(-1)
 
 
+@_own_precision
 def log_mixture(src_feat: Tensor, tgt_feat: Tensor, log_align: Tensor, weight: Tensor, bias: Optional[Tensor],
                 chunk_rows: int = 1024, dtype: torch.dtype = torch.float32,
                 return_logz: bool = False, keep_idx: Optional[Tensor] = None):
