@@ -105,3 +105,40 @@ def test_two_gloo_processes_equal_one_process_with_update_freq(toy, model):
     # the parameters did move: the comparison is not between two initial models
     init = train(toy, f"{model}-init", 1, 4, *flags, "--lr", "1e-12", updates=1)[1]
     assert max((one[1][k] - init[k]).abs().max().item() for k in init) > 1e-4
+
+
+@pytest.mark.parametrize("world_flag", [1, 2])
+def test_torchrun_environment_on_cpu(monkeypatch, world_flag):
+    """Under torchrun fairseq 0.12 computes rank % torch.cuda.device_count() (ZeroDivisionError on CPU) and,
+    without --distributed-world-size, keeps its default world size of 1 (one unsynchronised copy per process)."""
+    import hmm_nmt  # noqa: F401
+    from fairseq.dataclass.configs import FairseqConfig
+    from fairseq.distributed import utils as dist_utils
+    from omegaconf import OmegaConf
+
+    for key, value in dict(MASTER_ADDR="127.0.0.1", MASTER_PORT="29511", WORLD_SIZE="2", RANK="1",
+                           LOCAL_RANK="1").items():
+        monkeypatch.setenv(key, value)
+    cfg = OmegaConf.structured(FairseqConfig())
+    dt = cfg.distributed_training
+    dt.distributed_world_size, dt.distributed_backend = world_flag, "gloo"
+    dist_utils.infer_init_method(dt)
+    assert (dt.distributed_init_method, dt.distributed_world_size, dt.distributed_rank) == ("env://", 2, 1)
+    assert dt.distributed_no_spawn and dt.device_id == 0
+
+
+def test_spawn_on_cpu_counts_processes_not_gpus(monkeypatch):
+    import hmm_nmt  # noqa: F401
+    from fairseq.dataclass.configs import FairseqConfig
+    from fairseq.distributed import utils as dist_utils
+    from omegaconf import OmegaConf
+
+    for key in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "SLURM_JOB_NODELIST", "SLURM_STEP_NODELIST"):
+        monkeypatch.delenv(key, raising=False)
+    for port in (-1, 29512):  # with an explicit port fairseq 0.12 would skip the process group entirely
+        cfg = OmegaConf.structured(FairseqConfig())
+        dt = cfg.distributed_training
+        dt.distributed_world_size, dt.distributed_port = 3, port
+        dist_utils.infer_init_method(dt)
+        assert dt.distributed_init_method.startswith("tcp://localhost:") and dt.distributed_num_procs == 3
+        assert not dt.distributed_no_spawn
