@@ -7,6 +7,9 @@ groups ``update_freq`` consecutive batches into one update, so rank r of W gets 
 * 1 process ``--update-freq 2``  ==  2 processes ``--update-freq 1``
 * 1 process ``--update-freq 4``  ==  2 processes ``--update-freq 2``
 
+and a 2-process run resumed from its checkpoint (rank 0 loads it and broadcasts it to rank 1) continues
+into the same next update as the 1-process run.
+
 Same logged losses and the same parameters after the updates. Tolerance 1e-5: float32 training where the
 only difference is the order in which per-batch gradients are added (gloo's all-reduce of gradient buckets
 versus in-place accumulation) and in which the loss statistics are summed; Adam's step is bounded by the
@@ -74,14 +77,13 @@ def assert_same_training(a, b):
     logs_a, params_a, _ = a
     logs_b, params_b, _ = b
     assert [r["num_updates"] for r in logs_a] == [r["num_updates"] for r in logs_b] == ["1", "2"]
+    # same batches: 2 processes x 2 batches per update = 1 process x 4 (words and sentences per update)
     for ra, rb in zip(logs_a, logs_b):
         for key in ("loss", "nll_loss", "wpb", "bsz"):
             assert ra[key] == rb[key], (key, ra, rb)
     assert params_a.keys() == params_b.keys()
-    moved = 0.0
     for k in params_a:
         torch.testing.assert_close(params_a[k], params_b[k], rtol=0, atol=1e-5, msg=k)
-    return moved
 
 
 MODELS = {
@@ -97,14 +99,21 @@ MODELS = {
 @pytest.mark.parametrize("model", ["dhmm0"])
 def test_two_gloo_processes_equal_one_process_with_update_freq(toy, model):
     flags = MODELS[model]
-    one = train(toy, f"{model}-1x4", 1, 4, *flags)
+    # 1 process, 4 batches per update, 3 updates (a checkpoint after update 2 to compare with)
+    one = train(toy, f"{model}-1x4", 1, 4, *flags, "--save-interval-updates", "2", "--keep-interval-updates", "5",
+                updates=3)
     two = train(toy, f"{model}-2x2", 2, 2, *flags)
     assert "distributed init (rank 1)" in two[2].stdout + two[2].stderr
-    # 2 processes x 2 batches per update = 4 batches: the batch statistics say so
-    assert_same_training(one, two)
+    at2 = (one[0][:2], params(toy / f"{model}-1x4" / "checkpoint_1_2.pt"), one[2])
+    assert_same_training(at2, two)
     # the parameters did move: the comparison is not between two initial models
-    init = train(toy, f"{model}-init", 1, 4, *flags, "--lr", "1e-12", updates=1)[1]
-    assert max((one[1][k] - init[k]).abs().max().item() for k in init) > 1e-4
+    assert max((one[1][k] - two[1][k]).abs().max().item() for k in two[1]) > 1e-4
+    # the 2-process run resumes (rank 0 loads the checkpoint and broadcasts it) into update 3 of the 1-process run
+    again = train(toy, f"{model}-2x2", 2, 2, *flags, updates=3)
+    assert [r["num_updates"] for r in again[0]] == ["3"]
+    assert again[0][0]["loss"] == one[0][2]["loss"] and again[0][0]["nll_loss"] == one[0][2]["nll_loss"]
+    for k in one[1]:
+        torch.testing.assert_close(again[1][k], one[1][k], rtol=0, atol=1e-5, msg=k)
 
 
 @pytest.mark.parametrize("world_flag", [1, 2])
