@@ -37,6 +37,8 @@ def enable_from_cfg(cfg) -> None:
             cfg.distributed_training.tpu = False
         os.environ[ENV] = "bf16"
         logger.info("--bf16 on CPU: bfloat16 autocast, float32 parameters and optimizer (hmm_nmt.cpu_bf16)")
+    else:  # a later fairseq entry point in the same process (in-process tests, notebooks) starts clean
+        os.environ.pop(ENV, None)
 
 
 def autocast():

@@ -63,8 +63,6 @@ def install() -> bool:
         cfg.device_id = 0  # a CUDA device index; fairseq would torch.cuda.set_device() any other value
         cfg.distributed_no_spawn = True
 
-    original_single_node = dist_utils._infer_single_node_init
-
     def _infer_single_node_init(cfg):
         # the original asserts world_size <= number of GPUs; on CPU every rank is a process on this host
         if cfg.distributed_port <= 0:
@@ -121,6 +119,5 @@ def install() -> bool:
     dist_utils.call_main = call_main
     cpu_bf16.install()
     dfm.DistributedDataParallel = CPUDistributedDataParallel
-    _infer_single_node_init.original = original_single_node
     _installed = True
     return True
