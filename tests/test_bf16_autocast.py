@@ -5,7 +5,7 @@ import re
 import pytest
 import torch
 from dhmm_testlib import batch, build
-from test_distributed_cpu import SMALL, USER_DIR, run, toy  # noqa: F401  (toy: the fixture)
+from test_distributed_cpu import SMALL, USER_DIR, run
 
 from hmm_nmt.criterions.dhmm_label_smoothed_cross_entropy import dhmm_loss
 from hmm_nmt.hmm import direct, lexicon
@@ -54,7 +54,8 @@ def test_autocast_keeps_dp_logsumexp_and_accumulation_in_float32(arch, monkeypat
     assert abs(loss.item() - loss32.item()) < 0.02 * abs(loss32.item())
 
 
-def test_fairseq_train_cpu_bf16_is_autocast(toy, tmp_path):  # noqa: F811
+def test_fairseq_train_cpu_bf16_is_autocast(scale_toy, tmp_path):
+    toy = scale_toy
     proc = run("train", str(toy / "bin"), "--user-dir", USER_DIR, "--arch", "transformer_dhmm_first_order", *SMALL,
                "--criterion", "dhmm_label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--optimizer", "adam",
                "--lr", "0.005", "--max-tokens", "600", "--max-update", "3", "--log-interval", "1",

@@ -39,17 +39,6 @@ def run(tool, *args, env=None, check=True):
     return proc
 
 
-@pytest.fixture(scope="module")
-def toy(tmp_path_factory):
-    work = tmp_path_factory.mktemp("dist")
-    raw = work / "raw"
-    subprocess.run([sys.executable, os.path.join(ROOT, "examples", "toy", "generate.py"), "--out", str(raw),
-                    "--train", "200", "--valid", "20", "--test", "20"], check=True, capture_output=True)
-    run("preprocess", "--source-lang", "src", "--target-lang", "tgt", "--trainpref", f"{raw}/train",
-        "--validpref", f"{raw}/valid", "--destdir", str(work / "bin"), "--joined-dictionary", "--workers", "1")
-    return work
-
-
 def train_logs(proc):
     return [json.loads(line[line.index("{"):]) for line in (proc.stdout + proc.stderr).splitlines()
             if "| train_inner |" in line]
@@ -97,7 +86,8 @@ MODELS = {
 # the first order (with top-k), transformer_hnmc, transformer_iohmm and the taggers gave the same equality when
 # run once by hand (docs/scaling.md); the suite runs the zero order only, to stay short
 @pytest.mark.parametrize("model", ["dhmm0"])
-def test_two_gloo_processes_equal_one_process_with_update_freq(toy, model):
+def test_two_gloo_processes_equal_one_process_with_update_freq(scale_toy, model):
+    toy = scale_toy
     flags = MODELS[model]
     # 1 process, 4 batches per update, 3 updates (a checkpoint after update 2 to compare with)
     one = train(toy, f"{model}-1x4", 1, 4, *flags, "--save-interval-updates", "2", "--keep-interval-updates", "5",

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 import torch
-from test_distributed_cpu import ENV, ROOT, SMALL, USER_DIR, run, toy  # noqa: F401  (toy: the fixture)
+from test_distributed_cpu import ENV, ROOT, SMALL, USER_DIR
 
 MAX_UPDATE, SAVE_EVERY = 10, 3
 
@@ -33,7 +33,8 @@ def losses(text):
     return {int(r["num_updates"]): (r["loss"], r["nll_loss"], r.get("align_mass")) for r in logs}
 
 
-def test_sigkill_then_same_command_resumes_exactly(toy):  # noqa: F811
+def test_sigkill_then_same_command_resumes_exactly(scale_toy):
+    toy = scale_toy
     full = subprocess.run(command(toy, toy / "full"), env=ENV, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert full.returncode == 0, full.stderr[-3000:]
     reference = losses(full.stdout + full.stderr)
