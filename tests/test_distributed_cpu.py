@@ -141,3 +141,20 @@ def test_spawn_on_cpu_counts_processes_not_gpus(monkeypatch):
         dist_utils.infer_init_method(dt)
         assert dt.distributed_init_method.startswith("tcp://localhost:") and dt.distributed_num_procs == 3
         assert not dt.distributed_no_spawn
+
+
+def test_nothing_is_patched_when_cuda_is_available(monkeypatch):
+    """The GPU (nccl) path stays stock fairseq: with CUDA present the launcher patch installs nothing."""
+    import hmm_nmt  # noqa: F401
+    from fairseq.distributed import utils as dist_utils
+    from fairseq.models import distributed_fairseq_model as dfm
+
+    from hmm_nmt import distributed_cpu
+
+    before = (dist_utils.call_main, dist_utils.infer_init_method, dist_utils._infer_single_node_init,
+              dist_utils._infer_torch_distributed_launch_init, dfm.DistributedDataParallel)
+    monkeypatch.setattr(distributed_cpu, "_installed", False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert distributed_cpu.install() is False
+    assert (dist_utils.call_main, dist_utils.infer_init_method, dist_utils._infer_single_node_init,
+            dist_utils._infer_torch_distributed_launch_init, dfm.DistributedDataParallel) == before
