@@ -1,8 +1,10 @@
 """hmm_nmt: hidden Markov models for neural machine translation, as a fairseq plugin.
 
 Importing this package (what ``fairseq-* --user-dir hmm_nmt`` does) registers every model,
-architecture, criterion and task of the plugin and makes fairseq checkpoints loadable under
-torch >= 2.6 (see :mod:`hmm_nmt.checkpoint_compat`).
+architecture, criterion and task of the plugin, makes fairseq checkpoints loadable under
+torch >= 2.6 (see :mod:`hmm_nmt.checkpoint_compat`), makes fairseq's checkpoint copies atomic
+(:mod:`hmm_nmt.atomic_checkpoints`) and, on machines without CUDA, lets fairseq's
+distributed training run on CPU processes with gloo (see :mod:`hmm_nmt.distributed_cpu`).
 
 The HMM mathematics lives in :mod:`hmm_nmt.hmm` and does not import fairseq.
 """
@@ -32,3 +34,7 @@ except ImportError:  # pure-torch use of hmm_nmt.hmm without fairseq installed
 if fairseq is not None:
     for _sub in ("tasks", "criterions", "models"):
         _import_all(_sub)
+    from hmm_nmt import atomic_checkpoints, distributed_cpu  # noqa: E402
+
+    atomic_checkpoints.install()
+    distributed_cpu.install()

@@ -4,7 +4,8 @@ torch 2.6 switched ``torch.load`` to ``weights_only=True``: only tensors, contai
 may be unpickled. fairseq 0.12 calls ``torch.load(f, map_location=...)`` without the flag, and its
 checkpoints pickle a few non-tensor objects (``argparse.Namespace`` for legacy ``args``, numpy scalars in the
 training state, enum values of fairseq's dataclass choices in ``cfg``, and omegaconf containers in checkpoints
-re-saved after loading, e.g. by fairseq's ``average_checkpoints.py``). Instead of turning the check off for
+re-saved after loading, e.g. by fairseq's ``average_checkpoints.py``; and, when a distributed run resumes, the
+``_TensorPlaceholder`` objects with which rank 0 broadcasts the loaded state to the other ranks). Instead of turning the check off for
 every caller (``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``), we allow-list exactly those classes, process-wide, through
 ``torch.serialization.add_safe_globals``; anything else in a checkpoint is still refused.
 """
@@ -47,6 +48,12 @@ def safe_globals():
     if dtypes is not None:
         classes += [v for v in vars(dtypes).values() if isinstance(v, type) and issubclass(v, np.dtype)]
     classes += _fairseq_enums()
+    try:  # distributed resume: rank 0 broadcasts the loaded state with tensors replaced by placeholders
+        from fairseq.distributed.utils import _TensorPlaceholder
+
+        classes.append(_TensorPlaceholder)
+    except ImportError:
+        pass
     classes += _omegaconf_classes()
     return classes
 

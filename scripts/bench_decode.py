@@ -3,7 +3,8 @@
 
 Every model decodes the same sentences with fairseq's SequenceGenerator (the code behind fairseq-generate),
 each in its own child process of this invocation; the script prints sentences/s, target tokens/s, peak
-memory and ratios against the ``transformer`` baseline.
+memory, the memory of the decoding loop beyond the model and the data ("decode MB") and ratios against the
+``transformer`` baseline.
 
 Without checkpoints the models are freshly initialised and every hypothesis is forced to the same length
 (``--min-len`` = ``--max-len``), so that the comparison measures the decoder, not what an untrained model
@@ -25,6 +26,21 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_train import expand_models, model_flags, run_children, toy_data_bin  # noqa: E402
+
+
+def _rss_kb(field):
+    """VmRSS (current) or VmHWM (peak since the last reset) of this process, in kB (Linux)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def _reset_peak_rss():
+    """Restart VmHWM from the current RSS (Linux >= 4.0), so the peak covers decoding only."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
 
 
 def run_one(spec, opts, queue):
@@ -63,6 +79,12 @@ def run_one(spec, opts, queue):
     gen = SequenceGenerator([model], task.target_dictionary, beam_size=opts.beam, min_len=min_len,
                             max_len_a=max_len_a, max_len_b=max_len_b)
     sents, toks, elapsed = 0, 0, 0.0
+    if opts.device == "cpu":  # decoding memory beyond the model, the data and the interpreter
+        _reset_peak_rss()
+        rss_before = _rss_kb("VmRSS")
+    else:
+        torch.cuda.reset_peak_memory_stats()
+        rss_before = torch.cuda.memory_allocated() / 1024
     with torch.no_grad():
         for n, sample in enumerate(batches):
             if opts.device == "cuda":
@@ -77,10 +99,14 @@ def run_one(spec, opts, queue):
             elapsed += time.perf_counter() - t0
             sents += len(hypos)
             toks += sum(len(h[0]["tokens"]) for h in hypos)
-    peak = (torch.cuda.max_memory_allocated() / 2 ** 20 if opts.device == "cuda"
-            else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    if opts.device == "cuda":
+        peak = torch.cuda.max_memory_allocated() / 2 ** 20
+        decode_extra = peak - rss_before / 1024
+    else:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        decode_extra = (_rss_kb("VmHWM") - rss_before) / 1024
     queue.put({"model": spec, "sent_per_s": sents / elapsed, "tok_per_s": toks / elapsed, "sentences": sents,
-               "peak_mb": peak})
+               "peak_mb": peak, "decode_extra_mb": decode_extra})
 
 
 def main(argv=None):
@@ -125,12 +151,18 @@ def main(argv=None):
         if opts.data is None:
             opts.data = toy_data_bin(tmp)
         results = run_children("bench_decode.py", models, run_one, opts, lambda r: (
-            f"{r['sent_per_s']:>8.1f} sent/s {r['tok_per_s']:>8.0f} tok/s {r['peak_mb']:>7.0f} MB"))
+            f"{r['sent_per_s']:>8.1f} sent/s {r['tok_per_s']:>8.0f} tok/s {r['peak_mb']:>7.0f} MB "
+            f"{r['decode_extra_mb']:>7.1f} MB decoding"))
     base = next((r for r in results if r["model"] == "transformer"), results[0])
-    print(f"\n{'model':<30} {'sent/s':>8} {'tok/s':>8} {'ratio':>7} {'peak MB':>8}  (beam {opts.beam})")
+    print(f"\n{'model':<30} {'sent/s':>8} {'tok/s':>8} {'ratio':>7} {'peak MB':>8} {'decode MB':>9} {'ratio':>6}"
+          f"  (beam {opts.beam}, batch {opts.batch_size})")
     for r in results:
         r["speed_ratio"] = r["sent_per_s"] / base["sent_per_s"]
-        print(f"{r['model']:<30} {r['sent_per_s']:>8.1f} {r['tok_per_s']:>8.0f} {r['speed_ratio']:>7.3f} {r['peak_mb']:>8.0f}")
+        r["decode_memory_ratio"] = r["decode_extra_mb"] / max(base["decode_extra_mb"], 1e-9)
+        print(f"{r['model']:<30} {r['sent_per_s']:>8.1f} {r['tok_per_s']:>8.0f} {r['speed_ratio']:>7.3f} "
+              f"{r['peak_mb']:>8.0f} {r['decode_extra_mb']:>9.1f} {r['decode_memory_ratio']:>6.2f}")
+    print("decode MB: peak memory of the decoding loop beyond what the process held after loading the model and "
+          "the batches (CPU: peak RSS via /proc VmHWM, reset before decoding; GPU: max_memory_allocated)")
     if opts.json:
         with open(opts.json + ".tmp", "w") as f:
             json.dump(results, f, indent=1)

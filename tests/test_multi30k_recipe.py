@@ -5,8 +5,10 @@ import gzip
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -149,7 +151,19 @@ def test_multi30k_smoke_benchmark_three_models(tmp_path):
     assert not (out / "de-en" / "transformer" / "train_done.json").exists()
     assert not (out / "results.json").exists()
 
-    # 2. ... then the same command resumes from the checkpoint and completes all three models
+    # 1b. ... killed with SIGKILL (the benchmark and its fairseq-train child, as an OOM kill or a lost node
+    # would) once the second model has saved its first checkpoint ...
+    ckpt = out / "de-en" / "dhmm0" / "checkpoints" / "checkpoint_last.pt"
+    killed = subprocess.Popen(cmd, env=env(), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    deadline = time.time() + 600
+    while not ckpt.exists() and killed.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    os.killpg(killed.pid, signal.SIGKILL)
+    killed.wait(timeout=60)
+    assert ckpt.exists() and not (out / "de-en" / "dhmm0" / "train_done.json").exists()
+
+    # 2. ... then the same command resumes from the checkpoints and completes all three models
     p = run(cmd)
     assert "resuming from" in p.stderr and "ETA all" in p.stderr
     doc = json.loads((out / "results.json").read_text())
@@ -159,6 +173,9 @@ def test_multi30k_smoke_benchmark_three_models(tmp_path):
     first = rows[0]
     assert first["fairseq_runs"] == 2 and len(first["resumed_at_updates"]) == 1
     assert 0 < first["resumed_at_updates"][0] < MAX_UPDATE
+    second = rows[1]  # killed: resumed from its last checkpoint, trained to the end
+    assert second["fairseq_runs"] == 2 and len(second["resumed_at_updates"]) == 1
+    assert 0 < second["resumed_at_updates"][0] < MAX_UPDATE and second["updates"] == MAX_UPDATE
     refs = read(work / "data" / "text" / "test.en")
     assert len(refs) == N_TEST
     for r in rows:

@@ -15,6 +15,8 @@ Decoding needs the whole next-token distribution, the mixture over source positi
 
 No fairseq import here: the functions take plain tensors.
 """
+import contextlib
+import functools
 import threading
 from typing import Dict, Optional, Tuple
 
@@ -62,6 +64,22 @@ _WORKSPACE = _Workspace()
 def release_workspace() -> None:
     """Free the CPU scratch buffers of this thread (they are re-created on the next call)."""
     _WORKSPACE.buffers.clear()
+
+
+def _own_precision(fn):
+    """Run a kernel with autocast off: ``dtype`` (``--lexicon-dtype``) decides its matmul precision and its
+    ``out=`` buffers are float32, which autocast would otherwise recast. Half-precision inputs (what linear
+    layers return under ``--bf16``/``--amp`` autocast) are taken to float32 first."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        with contextlib.ExitStack() as stack:
+            for device in ("cpu", "cuda"):
+                if torch.is_autocast_enabled(device):
+                    stack.enter_context(torch.autocast(device, enabled=False))
+            args = [a.float() if isinstance(a, Tensor) and a.dtype in (torch.bfloat16, torch.float16) else a
+                    for a in args]
+            return fn(*args, **kwargs)
+    return run
 
 
 def _low(dtype: torch.dtype, like: Tensor) -> bool:
@@ -157,6 +175,7 @@ class LexiconScores(torch.autograd.Function):
         return gold - logz, mean - logz
 
     @staticmethod
+    @_own_precision
     def backward(ctx, g_gold, g_mean):
         hidden, weight, bias, target, logz = ctx.saved_tensors
         chunk_rows, dtype = ctx.chunk_rows, ctx.dtype
@@ -214,6 +233,7 @@ def gold_logits(hidden: Tensor, weight: Tensor, bias: Optional[Tensor], target: 
 
 
 @torch.no_grad()
+@_own_precision
 def lexicon_logz(hidden: Tensor, weight: Tensor, bias: Optional[Tensor], chunk_rows: int = 1024,
                  dtype: torch.dtype = torch.float32) -> Tensor:
     """log Z of each row of ``hidden`` (N,), chunked, without gradients.
@@ -234,6 +254,7 @@ def lexicon_logz(hidden: Tensor, weight: Tensor, bias: Optional[Tensor], chunk_r
     return logz
 
 
+@_own_precision
 def lexicon_scores(hidden: Tensor, weight: Tensor, bias: Optional[Tensor], target: Tensor,
                    chunk_rows: int = 1024, dtype: torch.dtype = torch.float32,
                    logz: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
@@ -259,6 +280,7 @@ def reference_lexicon_scores(hidden, weight, bias, target):
     return lp.gather(1, target[:, None]).squeeze(1), lp.mean(-1)
 
 
+@_own_precision
 def log_mixture(src_feat: Tensor, tgt_feat: Tensor, log_align: Tensor, weight: Tensor, bias: Optional[Tensor],
                 chunk_rows: int = 1024, dtype: torch.dtype = torch.float32,
                 return_logz: bool = False, keep_idx: Optional[Tensor] = None):
@@ -266,7 +288,8 @@ def log_mixture(src_feat: Tensor, tgt_feat: Tensor, log_align: Tensor, weight: T
 
     src_feat (B, J, d) = W5 h_j + bias, tgt_feat (B, I, d) = W6 s_i, log_align (B, I, J) (-inf on padding).
     Returns (B, I, V) log-probabilities, and with ``return_logz`` also the lexicon log-normalisers (B, I, J).
-    Rows (b, i) are processed in chunks of about ``chunk_rows`` (i, j) pairs, so memory is O(chunk x V).
+    Rows (b, i) are processed in chunks of about ``chunk_rows`` (i, j) pairs, so memory is O(chunk x V);
+    without gradients (decoding) a chunk also holds at most max(width, B x I) pairs, the output's own size.
     With ``keep_idx`` (B, I, K) only those source positions enter the mixture (their alignment weights must
     already be renormalised over them) and only B x I x K lexicon rows are computed; logz is then (B, I, K).
     """
@@ -276,9 +299,11 @@ def log_mixture(src_feat: Tensor, tgt_feat: Tensor, log_align: Tensor, weight: T
     out = tgt_feat.new_empty(bsz, tgt_len, vocab, dtype=accumulation_dtype(tgt_feat.dtype))
     width = src_len if keep_idx is None else keep_idx.size(-1)
     logz_all = out.new_empty(bsz, tgt_len, width) if return_logz else None
-    rows_per_chunk = max(1, chunk_rows // max(1, width))
     differentiable = torch.is_grad_enabled() and any(
         x is not None and x.requires_grad for x in (src_feat, tgt_feat, log_align, weight, bias))
+    # decoding: the chunk buffers also stay within the size of the output (B x I rows), so a decoding step
+    # holds at most about as many vocabulary rows as the transformer's own (B x beam, V) logits
+    rows_per_chunk = max(1, min(chunk_rows, chunk_rows if differentiable else bsz * tgt_len) // max(1, width))
     if differentiable:
         logits_of = None
     else:
