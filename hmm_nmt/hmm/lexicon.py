@@ -377,6 +377,7 @@ class MixtureLogProbSum(torch.autograd.Function):
         return out
 
     @staticmethod
+    @_own_precision
     def backward(ctx, grad):
         src_feat, tgt_feat, log_align, weight, bias, b, i = ctx.saved_tensors
         acc = grad.dtype
@@ -406,6 +407,7 @@ class MixtureLogProbSum(torch.autograd.Function):
                 g_w.to(weight.dtype), None if bias is None else g_b.to(bias.dtype), None, None, None, None)
 
 
+@_own_precision
 def mixture_log_prob_sum(src_feat: Tensor, tgt_feat: Tensor, log_align: Tensor, weight: Tensor,
                          bias: Optional[Tensor], tgt_mask: Tensor, chunk_rows: int = 1024,
                          dtype: torch.dtype = torch.float32) -> Tensor:
