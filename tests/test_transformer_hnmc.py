@@ -1,4 +1,5 @@
-"""transformer_hnmc: incremental decoding == full forward (with beam reordering), normalised outputs, and
+"""transformer_hnmc with ``--hnmc-decoder chain`` (the chain-over-transformer default has its own tests in
+test_chain_output_decoder.py; the CLI test runs both): incremental decoding == full forward (with beam reordering), normalised outputs, and
 the real CLI (fairseq-preprocess, fairseq-train --user-dir hmm_nmt, fairseq-generate) on the toy corpus."""
 import os
 import re
@@ -34,7 +35,8 @@ def decode_incrementally(model, src, src_lengths, prev, reorder_at=None, new_ord
 
 @pytest.mark.parametrize("activation", ["melu", "exp"])
 def test_incremental_equals_full_forward(activation):
-    model, d = build("transformer_hnmc", dim=16, extra=["--hnmc-states", "7", "--hnmc-activation", activation])
+    model, d = build("transformer_hnmc", dim=16, extra=["--hnmc-states", "7", "--hnmc-activation", activation,
+                                                        "--hnmc-decoder", "chain"])
     model.eval()
     src, src_lengths, prev, target = batch(d)
     full, extra = model(src, src_lengths, prev)
@@ -63,7 +65,7 @@ def test_incremental_equals_full_forward(activation):
 
 
 def test_gradients_reach_every_parameter():
-    model, d = build("transformer_hnmc", dim=16, extra=["--hnmc-states", "5"])
+    model, d = build("transformer_hnmc", dim=16, extra=["--hnmc-states", "5", "--hnmc-decoder", "chain"])
     src, src_lengths, prev, target = batch(d)
     out, _ = model(src, src_lengths, prev)
     loss = -out.gather(-1, target.unsqueeze(-1)).squeeze(-1)[target.ne(d.pad())].sum()
@@ -79,7 +81,8 @@ def run(cmd, cwd):
 
 
 @pytest.mark.slow
-def test_cli_preprocess_train_generate_toy(tmp_path):
+@pytest.mark.parametrize("decoder", ["chain", "transformer"])
+def test_cli_preprocess_train_generate_toy(tmp_path, decoder):
     raw, data, ckpt = tmp_path / "raw", tmp_path / "bin", tmp_path / "ck"
     run([sys.executable, os.path.join(ROOT, "examples", "toy", "generate.py"), "--out", str(raw),
          "--train", "1000", "--valid", "60", "--test", "40"], tmp_path)
@@ -90,6 +93,7 @@ def test_cli_preprocess_train_generate_toy(tmp_path):
                "--arch", "transformer_hnmc", "--encoder-layers", "1", "--encoder-embed-dim", "32",
                "--encoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2", "--decoder-embed-dim", "32",
                "--decoder-attention-heads", "2", "--hnmc-states", "32", "--hnmc-activation", "exp",
+               "--hnmc-decoder", decoder, "--decoder-layers", "1", "--decoder-ffn-embed-dim", "64",
                "--share-decoder-input-output-embed", "--criterion", "label_smoothed_cross_entropy",
                "--label-smoothing", "0.1", "--optimizer", "adam", "--lr", "0.005", "--max-tokens", "400",
                "--max-epoch", "4", "--save-dir", str(ckpt), "--no-epoch-checkpoints", "--num-workers", "0",

@@ -59,6 +59,8 @@ class ChainOutputDecoder(FairseqIncrementalDecoder):
         # the transformer's output projection is replaced by the state emissions below
         self.transformer = TransformerDecoder(args, dictionary, embed_tokens, no_encoder_attn=False,
                                               output_projection=nn.Identity())
+        # else its state-dict upgrade re-adds an output projection (a copy of the embedding) on loading
+        self.transformer.share_input_output_embed = False
         d = self.transformer.output_embed_dim
         self.u_dim = d + args.encoder_embed_dim
         self.embed_tokens = embed_tokens
