@@ -22,11 +22,12 @@ layers reads the target prefix and the source, and the chain sits on top of it:
   u_1..u_t and the observed e_<t: Bayes update with ``eta_{t-1,i}(e_{t-1})`` then ``Phi_t``). For the
   IOHMM the product over t is its likelihood (Eq. 6) of the target sentence.
 
-With one state the decoder is the transformer (B_1 only shifts ``b``). EOS is an ordinary word of the
-shared softmax: whether to stop is read from ``s_t``, which sees the whole prefix and the source, and the
-states only reweight it within +-c nats. The incremental state is the transformer's own plus the chain's
-(B, N) vector (the IOHMM also keeps ``log Z_{t-1}`` to score e_{t-1} when it arrives); reordering it with
-the beam lets fairseq's stock ``SequenceGenerator`` decode (tested: step-by-step == full forward).
+With one state the decoder is a transformer with a word bias (``b + B_1``) in its output layer. EOS is an
+ordinary word of the shared softmax: whether to stop is read from ``s_t``, which sees the whole prefix and
+the source, and the states only move its log-probability by less than 2c. The incremental state is the transformer's own
+plus the chain's (B, N) vector (the IOHMM also keeps ``log Z_{t-1}`` to score e_{t-1} when it arrives);
+reordering it with the beam lets fairseq's stock ``SequenceGenerator`` decode (tested: step-by-step == full
+forward).
 """
 import torch
 import torch.nn as nn
