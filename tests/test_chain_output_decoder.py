@@ -210,3 +210,16 @@ def test_chain_only_variants_stay_selectable():
     assert isinstance(build("transformer_iohmm", dim=16, extra=["--iohmm-decoder", "chain"])[0].decoder, IOHMMDecoder)
     assert isinstance(build("transformer_hnmc", dim=16)[0].decoder, HNMCOutputDecoder)  # the default
     assert isinstance(build("transformer_iohmm", dim=16)[0].decoder, IOHMMOutputDecoder)
+
+
+@pytest.mark.parametrize("arch,flag", [("transformer_hnmc", "--hnmc-states"), ("transformer_iohmm", "--iohmm-states")])
+def test_one_state_is_a_transformer_output_layer_with_a_word_bias(arch, flag):
+    model, d = build(arch, dim=16, extra=[flag, "1"])
+    model = model.double().eval()
+    dec = model.decoder
+    src, src_lengths, prev, _ = batch(d)
+    out, _ = model(src, src_lengths, prev)
+    s, _ = dec.transformer.extract_features(prev, encoder_out=model.encoder(src, src_lengths))
+    ref = torch.log_softmax(s @ dec._out_weight().t() + dec.output_bias + dec.log_bias()[0], -1)
+    real = prev.ne(d.pad())
+    torch.testing.assert_close(out[real], ref[real], rtol=1e-12, atol=1e-12)
