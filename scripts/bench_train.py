@@ -13,9 +13,10 @@ throughput of the exact fp32 lexicon kernel against plain matmul at the sizes of
 
 A model spec is ``transformer``, ``dhmm0``, ``dhmm1``, ``hnmc``, ``iohmm`` (chain decoders over a
 transformer decoder of ``--layers`` layers), ``hnmc_chain``, ``iohmm_chain`` (chain-only decoders) or one
-of them followed by ``:`` and extra fairseq flags separated by commas (e.g. ``dhmm0:--lexicon-chunk-size=512``). ``--models topk`` stands for the
-``--lexicon-topk`` sweep: the transformer, both orders exact and with K = 1, 2, 4, 8, and zero order with
-K = 4 and the bf16 lexicon, all in one run.
+of them followed by ``:`` and extra fairseq flags separated by commas (e.g.
+``dhmm0:--lexicon-chunk-size=512``). ``--models topk`` stands for the ``--lexicon-topk`` sweep: the
+transformer, both orders exact and with K = 1, 2, 4, 8, and zero order with K = 4 and the bf16 lexicon,
+all in one run.
 """
 import argparse
 import json

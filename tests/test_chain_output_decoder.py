@@ -199,7 +199,8 @@ def test_gradients_reach_every_parameter(name):
     out, _ = model(src, src_lengths, prev)
     loss = -out.gather(-1, target.unsqueeze(-1)).squeeze(-1)[target.ne(d.pad())].sum()
     loss.backward()
-    missing = [n for n, p in model.named_parameters() if p.requires_grad and (p.grad is None or not p.grad.abs().sum() > 0)]
+    missing = [n for n, p in model.named_parameters()
+               if p.requires_grad and (p.grad is None or not p.grad.abs().sum() > 0)]
     assert not missing, missing
 
 
