@@ -68,7 +68,9 @@ class TransformerIOHMMModel(FairseqEncoderDecoderModel):
     def build_model(cls, args, task):
         transformer_iohmm(args)
         src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
-        if getattr(args, "share_all_embeddings", False):
+        # the chain-only decoder has always ignored --share-all-embeddings; honouring it there would change
+        # how its existing checkpoints load
+        if getattr(args, "share_all_embeddings", False) and args.iohmm_decoder == "transformer":
             if src_dict != tgt_dict:
                 raise ValueError("--share-all-embeddings requires a joined dictionary")
             if args.encoder_embed_dim != args.decoder_embed_dim:
