@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Training throughput and peak memory of ``transformer`` vs ``transformer_dhmm`` at equal sizes.
+"""Training throughput and peak memory of ``transformer`` vs the HMM decoders at equal sizes.
 
 Each model trains N updates on the same batches (same data, sizes, optimizer and seed) in its own child
 process of this one invocation, so that peak memory (RSS on CPU, max allocated on CUDA) is per model; the
@@ -11,10 +11,12 @@ throughput of the exact fp32 lexicon kernel against plain matmul at the sizes of
     python scripts/bench_train.py --data data-bin/multi30k --embed-dim 256 --layers 3 --max-tokens 3400 \\
         --models transformer dhmm0 dhmm1 dhmm0:--lexicon-dtype=bf16 --updates 20
 
-A model spec is ``transformer``, ``dhmm0``, ``dhmm1`` or one of them followed by ``:`` and extra fairseq
-flags separated by commas (e.g. ``dhmm0:--lexicon-chunk-size=512``). ``--models topk`` stands for the
-``--lexicon-topk`` sweep: the transformer, both orders exact and with K = 1, 2, 4, 8, and zero order with
-K = 4 and the bf16 lexicon, all in one run.
+A model spec is ``transformer``, ``dhmm0``, ``dhmm1``, ``hnmc``, ``iohmm`` (chain decoders over a
+transformer decoder of ``--layers`` layers), ``hnmc_chain``, ``iohmm_chain`` (chain-only decoders) or one
+of them followed by ``:`` and extra fairseq flags separated by commas (e.g.
+``dhmm0:--lexicon-chunk-size=512``). ``--models topk`` stands for the ``--lexicon-topk`` sweep: the
+transformer, both orders exact and with K = 1, 2, 4, 8, and zero order with K = 4 and the bf16 lexicon,
+all in one run.
 """
 import argparse
 import json
@@ -31,7 +33,12 @@ sys.path.insert(0, ROOT)
 
 BASE_ARCH = {"transformer": ("transformer", "label_smoothed_cross_entropy", []),
              "dhmm0": ("transformer_dhmm", "dhmm_label_smoothed_cross_entropy", ["--alignment-order", "0"]),
-             "dhmm1": ("transformer_dhmm", "dhmm_label_smoothed_cross_entropy", ["--alignment-order", "1"])}
+             "dhmm1": ("transformer_dhmm", "dhmm_label_smoothed_cross_entropy", ["--alignment-order", "1"]),
+             # chain decoders (docs/hnmc.md, docs/iohmm.md): over a transformer decoder, and chain-only
+             "hnmc": ("transformer_hnmc", "label_smoothed_cross_entropy", ["--hnmc-decoder", "transformer"]),
+             "iohmm": ("transformer_iohmm", "label_smoothed_cross_entropy", ["--iohmm-decoder", "transformer"]),
+             "hnmc_chain": ("transformer_hnmc", "label_smoothed_cross_entropy", ["--hnmc-decoder", "chain"]),
+             "iohmm_chain": ("transformer_iohmm", "label_smoothed_cross_entropy", ["--iohmm-decoder", "chain"])}
 
 
 TOPK_SWEEP = (["transformer"] + [f"dhmm{o}" + (f":--lexicon-topk={k}" if k else "") for o in (0, 1)

@@ -29,6 +29,8 @@ Slots and their defaults (``--arch SLOT=ARCH``, ``--criterion SLOT=NAME``, ``--s
   transformer  transformer                    label_smoothed_cross_entropy
   dhmm0        transformer_dhmm               dhmm_label_smoothed_cross_entropy
   dhmm1        transformer_dhmm_first_order   dhmm_label_smoothed_cross_entropy
+  hnmc         transformer_hnmc               label_smoothed_cross_entropy
+  iohmm        transformer_iohmm              label_smoothed_cross_entropy
 """
 import argparse
 import contextlib
@@ -66,6 +68,18 @@ SLOTS = {
         "arch": "transformer_dhmm_first_order",
         "criterion": "dhmm_label_smoothed_cross_entropy",
         "label": "direct HMM, first order",
+    },
+    # chain decoders over a transformer decoder of --layers layers (docs/hnmc.md, docs/iohmm.md); their
+    # defaults, e.g. --slot-args "hnmc=--hnmc-states 64" or "iohmm=--iohmm-decoder chain" to change them
+    "hnmc": {
+        "arch": "transformer_hnmc",
+        "criterion": "label_smoothed_cross_entropy",
+        "label": "HNMC over a transformer decoder",
+    },
+    "iohmm": {
+        "arch": "transformer_iohmm",
+        "criterion": "label_smoothed_cross_entropy",
+        "label": "IOHMM over a transformer decoder",
     },
 }
 

@@ -35,7 +35,8 @@ def test_bench_lexicon_prints_both_ratios_for_both_dtypes(tmp_path):
 @pytest.mark.slow
 def test_bench_train_and_decode_print_ratios_against_the_transformer(tmp_path):
     small = ["--embed-dim", "16", "--layers", "1", "--heads", "2", "--threads", "1"]
-    models = ["transformer", "dhmm0:--lexicon-topk=2,--lexicon-dtype=bf16", "dhmm1:--lexicon-topk=1"]
+    models = ["transformer", "dhmm0:--lexicon-topk=2,--lexicon-dtype=bf16", "dhmm1:--lexicon-topk=1",
+              "hnmc:--hnmc-states=3", "iohmm:--iohmm-states=3"]
     out = run(os.path.join(SCRIPTS, "bench_train.py"), "--updates", "1", "--warmup", "0", "--max-tokens", "300",
               "--models", *models, "--json", str(tmp_path / "train.json"), *small).stdout
     doc = json.loads((tmp_path / "train.json").read_text())

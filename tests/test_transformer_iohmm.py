@@ -1,4 +1,5 @@
-"""--arch transformer_iohmm: exact IOHMM likelihood, incremental == full forward, beam reordering, CLI."""
+"""--arch transformer_iohmm with ``--iohmm-decoder chain`` (the chain-over-transformer default: see
+test_chain_output_decoder.py; the CLI test runs both): exact IOHMM likelihood, incremental == full forward, beam reordering, CLI."""
 import os
 import subprocess
 import sys
@@ -29,7 +30,7 @@ class FakeTask:
 def build(chunk=2 ** 24, states=5, **over):
     small = dict(encoder_embed_dim=16, encoder_ffn_embed_dim=32, encoder_layers=1, encoder_attention_heads=2,
                  decoder_embed_dim=16, decoder_attention_heads=2, dropout=0.0, attention_dropout=0.0,
-                 iohmm_states=states, iohmm_chunk_elements=chunk, max_source_positions=64, max_target_positions=64)
+                 iohmm_states=states, iohmm_chunk_elements=chunk, iohmm_decoder="chain", max_source_positions=64, max_target_positions=64)
     small.update(over)
     argv = ["unused-data-dir", "--task", "translation", "--arch", "transformer_iohmm",
             "--user-dir", os.path.join(ROOT, "hmm_nmt")]
@@ -142,7 +143,8 @@ def _run(args, cwd):
 
 
 @pytest.mark.slow
-def test_cli_train_and_generate_toy_corpus(tmp_path, monkeypatch):
+@pytest.mark.parametrize("decoder", ["chain", "transformer"])
+def test_cli_train_and_generate_toy_corpus(tmp_path, monkeypatch, decoder):
     """fairseq-preprocess / fairseq-train --user-dir hmm_nmt / fairseq-generate (stock beam search)."""
     from fairseq_cli import preprocess
 
@@ -158,7 +160,8 @@ def test_cli_train_and_generate_toy_corpus(tmp_path, monkeypatch):
     log = _run(["fairseq_cli.train", "bin", "--user-dir", user_dir, "--arch", "transformer_iohmm",
                 "--encoder-layers", "1", "--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",
                 "--encoder-attention-heads", "2", "--decoder-embed-dim", "32", "--decoder-attention-heads", "2",
-                "--iohmm-states", "4", "--optimizer", "adam", "--lr", "0.005", "--max-tokens", "3000",
+                "--iohmm-states", "4", "--iohmm-decoder", decoder, "--decoder-layers", "1",
+                "--decoder-ffn-embed-dim", "64", "--optimizer", "adam", "--lr", "0.005", "--max-tokens", "3000",
                 "--max-update", "12", "--criterion", "cross_entropy", "--save-dir", "ckpt", "--no-epoch-checkpoints",
                 "--log-interval", "1", "--log-format", "simple", "--num-workers", "0", "--seed", "1", "--cpu"], tmp_path)
     losses = [float(x.split("loss=")[1].split(",")[0]) for x in log.splitlines() if "loss=" in x]

@@ -1,6 +1,10 @@
 """Transformer encoder + hidden neural Markov chain (HNMC) decoder, ``--arch transformer_hnmc``.
 
-The decoder is an HNMC (:class:`hmm_nmt.hmm.hnmc.HNMCLayer`) over ``--hnmc-states`` N hidden states,
+Two decoders, chosen by ``--hnmc-decoder``: ``transformer`` (default) puts the HNMC on top of a small
+transformer decoder as its output structure (:mod:`hmm_nmt.models.chain_output_decoder`); ``chain``, this
+module's :class:`HNMCDecoder`, makes the HNMC the decoder's only memory, as follows.
+
+The chain-only decoder is an HNMC (:class:`hmm_nmt.hmm.hnmc.HNMCLayer`) over ``--hnmc-states`` N hidden states,
 run left to right: only the entropic *forward* exists causally (the backward needs the future targets), so
 the decoder state after step t is the normalised entropic forward
 
@@ -48,6 +52,7 @@ from fairseq.modules import FairseqDropout, MultiheadAttention, PositionalEmbedd
 
 from hmm_nmt.hmm.hnmc import HNMCLayer
 from hmm_nmt.hmm.precision import upcast
+from hmm_nmt.models.chain_output_decoder import HNMCOutputDecoder
 
 
 class HNMCDecoder(FairseqIncrementalDecoder):
@@ -168,6 +173,10 @@ class TransformerHNMCModel(TransformerModel):
         parser.add_argument("--hnmc-states", type=int, metavar="N", help="hidden states of the HNMC decoder")
         parser.add_argument("--hnmc-activation", choices=["melu", "exp", "sigmoid"],
                             help="positive last activation of the HNMC network")
+        parser.add_argument("--hnmc-decoder", choices=["transformer", "chain"],
+                            help="transformer (default): the chain is the output structure over a "
+                                 "--decoder-layers transformer decoder (chain_output_decoder.py); chain: the "
+                                 "chain is the decoder's only memory (this module's HNMCDecoder)")
 
     @classmethod
     def build_model(cls, args, task):
@@ -178,6 +187,8 @@ class TransformerHNMCModel(TransformerModel):
 
     @classmethod
     def build_decoder(cls, args, tgt_dict, embed_tokens):
+        if args.hnmc_decoder == "transformer":
+            return HNMCOutputDecoder(args, tgt_dict, embed_tokens)
         return HNMCDecoder(args, tgt_dict, embed_tokens)
 
     def forward(self, src_tokens, src_lengths, prev_output_tokens, return_all_hiddens=True,
@@ -188,6 +199,9 @@ class TransformerHNMCModel(TransformerModel):
 
 @register_model_architecture("transformer_hnmc", "transformer_hnmc")
 def transformer_hnmc(args):
-    args.hnmc_states = getattr(args, "hnmc_states", None) or 128
+    # checkpoints of the chain-only decoder predate the option: load them with
+    # --model-overrides "{'hnmc_decoder': 'chain'}"
+    args.hnmc_decoder = getattr(args, "hnmc_decoder", None) or "transformer"
+    args.hnmc_states = getattr(args, "hnmc_states", None) or (32 if args.hnmc_decoder == "transformer" else 128)
     args.hnmc_activation = getattr(args, "hnmc_activation", None) or "exp"
     base_architecture(args)

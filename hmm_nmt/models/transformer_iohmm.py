@@ -1,6 +1,10 @@
 """``--arch transformer_iohmm``: a fairseq transformer encoder with an input/output HMM decoder.
 
-The decoder is the IOHMM of Bengio & Frasconi (1994) (math in :mod:`hmm_nmt.hmm.iohmm`) driven by the
+Two decoders, chosen by ``--iohmm-decoder``: ``transformer`` (default) puts the IOHMM on top of a small
+transformer decoder as its output structure (:mod:`hmm_nmt.models.chain_output_decoder`); ``chain``, this
+module's :class:`IOHMMDecoder`, makes the IOHMM the decoder's only memory, as follows.
+
+The chain-only decoder is the IOHMM of Bengio & Frasconi (1994) (math in :mod:`hmm_nmt.hmm.iohmm`) driven by the
 input ``u_t = [E e_{t-1} ; c_t]``: the embedding of the previous target word joined with a cross-attention
 context ``c_t`` over the encoder states (queried by that embedding plus its position).  With ``n`` states:
 
@@ -36,6 +40,7 @@ from fairseq.models.transformer import base_architecture as transformer_base_arc
 from fairseq.modules import LayerNorm, MultiheadAttention, PositionalEmbedding
 
 from hmm_nmt.hmm import iohmm
+from hmm_nmt.models.chain_output_decoder import IOHMMOutputDecoder
 
 
 @register_model("transformer_iohmm")
@@ -53,18 +58,37 @@ class TransformerIOHMMModel(FairseqEncoderDecoderModel):
         parser.add_argument("--iohmm-graph", choices=["ergodic", "left-to-right"],
                             help="admissible transitions: all, or j -> j..j+2 (Bakis)")
         parser.add_argument("--iohmm-chunk-elements", type=int, metavar="E",
-                            help="largest positions x states x vocab block computed at once")
+                            help="largest positions x states x vocab block computed at once (chain decoder)")
+        parser.add_argument("--iohmm-decoder", choices=["transformer", "chain"],
+                            help="transformer (default): the IOHMM is the output structure over a "
+                                 "--decoder-layers transformer decoder (chain_output_decoder.py); chain: the "
+                                 "IOHMM is the decoder's only memory (this module's IOHMMDecoder)")
 
     @classmethod
     def build_model(cls, args, task):
         transformer_iohmm(args)
         src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
-        encoder_embed = TransformerModel.build_embedding(args, src_dict, args.encoder_embed_dim,
-                                                         args.encoder_embed_path)
-        decoder_embed = TransformerModel.build_embedding(args, tgt_dict, args.decoder_embed_dim,
-                                                         args.decoder_embed_path)
+        # the chain-only decoder has always ignored --share-all-embeddings; honouring it there would change
+        # how its existing checkpoints load
+        if getattr(args, "share_all_embeddings", False) and args.iohmm_decoder == "transformer":
+            if src_dict != tgt_dict:
+                raise ValueError("--share-all-embeddings requires a joined dictionary")
+            if args.encoder_embed_dim != args.decoder_embed_dim:
+                raise ValueError("--share-all-embeddings requires --encoder-embed-dim == --decoder-embed-dim")
+            encoder_embed = TransformerModel.build_embedding(args, src_dict, args.encoder_embed_dim,
+                                                             args.encoder_embed_path)
+            decoder_embed = encoder_embed
+            args.share_decoder_input_output_embed = True
+        else:
+            encoder_embed = TransformerModel.build_embedding(args, src_dict, args.encoder_embed_dim,
+                                                             args.encoder_embed_path)
+            decoder_embed = TransformerModel.build_embedding(args, tgt_dict, args.decoder_embed_dim,
+                                                             args.decoder_embed_path)
         encoder = TransformerEncoder(args, src_dict, encoder_embed)
-        decoder = IOHMMDecoder(args, tgt_dict, decoder_embed)
+        if args.iohmm_decoder == "transformer":
+            decoder = IOHMMOutputDecoder(args, tgt_dict, decoder_embed)
+        else:
+            decoder = IOHMMDecoder(args, tgt_dict, decoder_embed)
         return cls(encoder, decoder)
 
 
@@ -237,6 +261,9 @@ class IOHMMDecoder(FairseqIncrementalDecoder):
 
 @register_model_architecture("transformer_iohmm", "transformer_iohmm")
 def transformer_iohmm(args):
+    # checkpoints of the chain-only decoder predate the option: load them with
+    # --model-overrides "{'iohmm_decoder': 'chain'}"
+    args.iohmm_decoder = getattr(args, "iohmm_decoder", None) or "transformer"
     args.iohmm_states = getattr(args, "iohmm_states", None) or 16
     args.iohmm_state_hidden = getattr(args, "iohmm_state_hidden", None) or 0
     args.iohmm_graph = getattr(args, "iohmm_graph", None) or "ergodic"
