@@ -272,3 +272,15 @@ def test_mixture_smoothing_refuses_topk():
     src, lens, prev, target = batch(d)
     with pytest.raises(ValueError, match="does not support --lexicon-topk"):
         dhmm_loss(m, m(src, lens, prev, features_only=True), target, 0.1, smoothing="mixture")
+
+
+def test_dhmm_layers_default_and_checkpoints_from_before_the_option():
+    from argparse import Namespace
+
+    from hmm_nmt.models.transformer_dhmm import DEFAULT_DHMM_LAYERS, transformer_dhmm
+    new = Namespace(dhmm_layers=None)  # what the argument parser gives when the flag is not used
+    transformer_dhmm(new)
+    assert new.dhmm_layers == DEFAULT_DHMM_LAYERS
+    old = Namespace()  # the saved args of a checkpoint trained before the option existed
+    transformer_dhmm(old)
+    assert old.dhmm_layers == "all"

@@ -615,6 +615,10 @@ class TransformerDHMMModel(TransformerModel):
         raise ValueError(f"unknown posterior method {method!r} (autograd or explicit)")
 
 
+# measured in docs/quality.md; the paper's form is --dhmm-layers all
+DEFAULT_DHMM_LAYERS = "all"
+
+
 def _dhmm_defaults(args):
     args.alignment_order = getattr(args, "alignment_order", None)
     if args.alignment_order is None:
@@ -625,7 +629,11 @@ def _dhmm_defaults(args):
     args.lexicon_topk = getattr(args, "lexicon_topk", None) or 0
     args.lexicon_topk_warmup = getattr(args, "lexicon_topk_warmup", None) or 0
     args.lexicon_topk_objective = getattr(args, "lexicon_topk_objective", None) or "bound"
-    args.dhmm_layers = getattr(args, "dhmm_layers", None) or "all"
+    if not hasattr(args, "dhmm_layers"):
+        # a checkpoint trained before --dhmm-layers existed: Eq. 6 was in every layer
+        args.dhmm_layers = "all"
+    elif args.dhmm_layers is None:
+        args.dhmm_layers = DEFAULT_DHMM_LAYERS
     args.lexicon_dropout = getattr(args, "lexicon_dropout", None) or 0.0
 
 
