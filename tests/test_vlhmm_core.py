@@ -172,8 +172,9 @@ def test_row_logsumexp_values_and_gradients():
     assert torch.autograd.gradcheck(lambda a, b: row_logsumexp(a, b, 3), (q, k))
 
 
-def test_training_step_lowers_the_loss():
-    model = make_model(m=3, k=4, V=12, dim=16).float()
+@pytest.mark.parametrize("constraint,param", CASES)
+def test_training_with_state_dropout_lowers_the_loss(constraint, param):
+    model = make_model(m=3, k=4, V=12, dim=16, constraint=constraint, param=param).float()
     x, mask = sentences()
     opt = torch.optim.Adam(model.parameters(), lr=0.05)
     losses = []
