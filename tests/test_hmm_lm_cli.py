@@ -33,13 +33,14 @@ def write_conll(path, n=500, seed=0):
     noun, verb = ["cat", "dog", "man", "house", "car", "tree"], ["sees", "likes", "buys", "paints"]
     with open(path, "w") as f:
         for _ in range(n):
-            words = [rng.choice(det)] + ([rng.choice(adj)] if rng.random() < 0.5 else []) + [rng.choice(noun)]
-            words += [rng.choice(verb), rng.choice(det), rng.choice(noun)]
+            words = [(rng.choice(det), "DT")] + ([(rng.choice(adj), "JJ")] if rng.random() < 0.5 else [])
+            words += [(rng.choice(noun), "NN"), (rng.choice(verb), "VBZ"), (rng.choice(det), "DT"),
+                      (rng.choice(noun), "NN")]
             if rng.random() < 0.3:
-                words += [",", "for", f"{rng.randint(1, 99)}.5", "dollars"]
-            words.append(".")
-            for w in words:
-                f.write(f"{w} X O\n")
+                words += [(",", ","), ("for", "IN"), (f"{rng.randint(1, 99)}.5", "CD"), ("dollars", "NNS")]
+            words.append((".", "."))
+            for w, t in words:
+                f.write(f"{w} {t} O\n")
             f.write("\n")
 
 
@@ -89,6 +90,18 @@ def test_train_and_eval_lm_agree(lm):
     # eval-lm gathers the gold from the full next-token distribution; training's valid loss is the forward
     assert abs(float(m.group(1)) - losses[-1]) < 2e-3  # 3 decimals printed by training
     assert 1.0 < float(m.group(2)) < 30
+
+
+def test_vlhmm_tagger_trains_and_tags(lm):
+    proc = fairseq("train", str(lm), "--user-dir", USER_DIR, "--task", "sequence_tagging", "--train-file",
+                   str(lm / "toy.conll"), "--tag-column", "1", "--lowercase", "--arch", "vlhmm_tagger",
+                   "--criterion", "vlhmm_tagging", "--brown-clusters", str(lm / "raw" / "brown4.txt"),
+                   "--states-per-cluster", "4", "--hmm-embed-dim", "16", "--optimizer", "adam", "--lr", "0.05",
+                   "--batch-size", "32", "--max-epoch", "3", "--save-dir", str(lm / "tagger"), "--no-save",
+                   "--seed", "1", "--num-workers", "0", "--no-progress-bar", "--log-format", "simple",
+                   "--required-batch-size-multiple", "1")
+    acc = [float(x) for x in re.findall(r"valid on 'valid' subset .*?\| accuracy ([\d.]+)", proc.stderr + proc.stdout)]
+    assert len(acc) == 3 and acc[-1] > 90, acc  # the grammar's tags follow from the words
 
 
 def test_bad_options_are_refused(tmp_path):

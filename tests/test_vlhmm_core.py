@@ -43,7 +43,7 @@ def paper_dense(model, kept):
     if hasattr(p, "f_psi"):
         e = torch.cat([p.partition_embed[c.state_partition()], p.state_embed], -1)
         inn = p.f_psi(p.f_in(e))
-        psi, start = p.f_out(e) @ inn.t(), inn @ p.start_embed
+        psi, start = p.f_out(e) @ inn.t() * p.scale, inn @ p.start_embed
         phi = p.word_embed @ p.f_phi(p.f_emit(e)).t()
     else:
         psi, start = p.trans, p.start
@@ -201,3 +201,36 @@ def test_word_cluster_file_and_bad_input(tmp_path):
     x = torch.tensor([[1, NEVER, 2]])
     with pytest.raises(ValueError, match="cannot be emitted"):
         model.log_likelihood(x, torch.ones_like(x, dtype=torch.bool))
+
+
+def test_tagger_joint_and_tag_marginals_against_enumeration():
+    """vlhmm_tagger: sum over all tag sequences of p(w, y) is p(w), and the model's p(y_t | w) (posterior
+    states then tag emission) equals the marginal of the enumerated joint."""
+    from argparse import Namespace
+
+    pytest.importorskip("fairseq")
+    from fairseq.data import Dictionary
+
+    from hmm_nmt.models.vlhmm_tagger import VLHMMTagger
+
+    words, tags = Dictionary(), Dictionary()
+    for w in "abcdef":
+        words.add_symbol(w)
+    for t in ("X", "Y", "Z"):
+        tags.add_symbol(t)
+    task = Namespace(source_dictionary=words, target_dictionary=tags)
+    args = Namespace(constraint="uniform", num_clusters=2, states_per_cluster=3, hmm_embed_dim=8, state_dropout=0.0)
+    torch.manual_seed(0)
+    model = VLHMMTagger.build_model(args, task).double().eval()
+    x = torch.tensor([[words.index(w) for w in "cae"]])
+    mask = torch.ones_like(x, dtype=torch.bool)
+    ys = list(itertools.product(range(len(tags)), repeat=3))
+    joint = torch.stack([model.joint_log_likelihood(x, torch.tensor([y]), mask)[0] for y in ys])
+    torch.testing.assert_close(torch.logsumexp(joint, 0), model.hmm.log_likelihood(x, mask)[0], rtol=0, atol=1e-10)
+    out = model(x)
+    assert out.shape == (1, 3, len(tags))
+    for t in range(3):
+        for tag in range(len(tags)):
+            sel = torch.tensor([y[t] == tag for y in ys])
+            ref = torch.logsumexp(joint[sel], 0) - torch.logsumexp(joint, 0)
+            torch.testing.assert_close(out[0, t, tag], ref, rtol=0, atol=1e-10)

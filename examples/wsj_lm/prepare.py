@@ -7,7 +7,7 @@ but keeps $ % & # and the clitics 's n't), at most ``--vocab`` types including `
 in the training split), rarer words -> ``<unk>``. Splits are contiguous (articles stay together):
 the first sentences for train, then dev, then test (``--dev-fraction`` / ``--test-fraction``).
 Optionally (``--brown-clusters M``) Brown clusters of the training text with the ``brown-clustering``
-package, written as ``word cluster`` lines for ``--brown-clusters`` of ``--arch hmm_lm``.
+package (words seen at least ``--brown-min-count`` times; rarer ones then join their likeliest cluster), written as ``word cluster`` lines for ``--brown-clusters`` of ``--arch hmm_lm``.
 
 Writes ``OUT/{train,valid,test}.txt`` and ``OUT/brown{M}.txt``; prints the statistics.
 """
@@ -54,14 +54,46 @@ def ptb_normalize(words):
     return out
 
 
-def brown_clusters(sentences, m):
+def brown_clusters(sentences, m, min_count):
+    """Brown clusters of the words seen at least ``min_count`` times (the package's merges get slower as
+    clusters grow: all 10k types take about an hour on one core), then every rarer word joins the cluster
+    that maximises its likelihood under the class-bigram model of the clustered words (add-one smoothed):
+    sum over its occurrences of log p(c | class of the left word) + log p(w | c) + log p(class of the right
+    word | c), with p(w | c) = n(w) / n(c) (the clusters' token counts)."""
+    import numpy as np
     from brown_clustering import BigramCorpus, BrownClustering
 
-    corpus = BigramCorpus([s + ["</s>"] for s in sentences], alpha=0.5, start_symbol="<brown_start>",
-                          end_symbol="<brown_end>", min_count=1)
-    clustering = BrownClustering(corpus, m)
-    clusters = clustering.train()
-    return {w: c for c, words in enumerate(clusters) for w in words}
+    sents = [s + ["</s>"] for s in sentences]
+    corpus = BigramCorpus(sents, alpha=0.5, start_symbol="<brown_start>", end_symbol="<brown_end>",
+                          min_count=min_count)
+    clusters = BrownClustering(corpus, m).train()
+    cluster_of = {w: c for c, words in enumerate(clusters) for w in words}
+    m = len(clusters)
+    counts = np.ones((m, m))
+    for s in sents:
+        for a, b in zip(s, s[1:]):
+            if a in cluster_of and b in cluster_of:
+                counts[cluster_of[a], cluster_of[b]] += 1
+    log_next = np.log(counts / counts.sum(1, keepdims=True))  # log p(c' | c)
+    size = np.ones(m)  # tokens of every cluster: log p(w | c) = log n(w) - log n(c) penalises big clusters
+    for s in sents:
+        for w in s:
+            if w in cluster_of:
+                size[cluster_of[w]] += 1
+    scores = {}
+    for s in sents:
+        for i, w in enumerate(s):
+            if w in cluster_of:
+                continue
+            sc = scores.setdefault(w, np.zeros(m))
+            sc -= np.log(size)
+            if i > 0 and s[i - 1] in cluster_of:
+                sc += log_next[cluster_of[s[i - 1]]]
+            if i + 1 < len(s) and s[i + 1] in cluster_of:
+                sc += log_next[:, cluster_of[s[i + 1]]]
+    for w, sc in scores.items():
+        cluster_of[w] = int(sc.argmax())
+    return cluster_of
 
 
 def main(argv=None):
@@ -73,6 +105,8 @@ def main(argv=None):
     ap.add_argument("--dev-fraction", type=float, default=0.1)
     ap.add_argument("--test-fraction", type=float, default=0.1)
     ap.add_argument("--brown-clusters", type=int, nargs="*", default=[], help="cluster counts M to compute")
+    ap.add_argument("--brown-min-count", type=int, default=8,
+                    help="words seen this often are Brown-clustered, rarer ones assigned to a cluster after")
     args = ap.parse_args(argv)
     if not os.path.isfile(args.conll):
         sys.exit(f"error: --conll {args.conll}: no such file")
@@ -97,7 +131,7 @@ def main(argv=None):
         print(f"{name}: {len(ss)} sentences, {tokens} tokens (+{len(ss)} </s>), {unk / max(tokens, 1):.2%} <unk>")
     print(f"vocabulary: {len(keep) + 1} types with <unk> (of {len(counts)} in train)")
     for m in args.brown_clusters:
-        clusters = brown_clusters(splits["train"], m)
+        clusters = brown_clusters(splits["train"], m, args.brown_min_count)
         path = os.path.join(args.out, f"brown{m}.txt")
         with open(path + ".tmp", "w", encoding="utf-8") as f:
             for w, c in sorted(clusters.items(), key=lambda x: (x[1], x[0])):

@@ -10,7 +10,8 @@ Tokens x_t in the vocabulary X, states z_t in Z, z_0 = epsilon the start:
 
 * **Factored neural parameterization** (Sec. 4.1, Eq. 3-8): state embeddings [E_pi ; E_Z] (a partition
   embedding of size h/2 shared by the k states of a partition, and a per-state embedding of size h/2),
-  E_in / E_out / E_emit = f_in / f_out / f_emit of them, psi = E_out f_psi(E_in)^T, phi = E_x f_phi(E_emit)^T,
+  E_in / E_out / E_emit = f_in / f_out / f_emit of them, psi = E_out f_psi(E_in)^T / sqrt(h) (the 1/sqrt(h) is
+  ours: both factors leave a LayerNorm), phi = E_x f_phi(E_emit)^T,
   every f a residual MLP f(E) = LayerNorm(ReLU(D W2) + D), D = ReLU(E W1). The start scores are
   psi_{epsilon z} = e_start . f_psi(E_in)_z. ``scalar``: psi (|Z| x |Z|), start (|Z|) and phi (|X| x k, one
   per support entry) are free parameters.
@@ -111,20 +112,14 @@ class Constraints(nn.Module):
         self.register_buffer("word_group", word_group.long())
         self.num_states = num_states
         self.blocked = blocked
-        # words of every group, padded (G, W), and each word's rank inside its group (blocked emissions)
-        G = support.size(0)
-        counts = torch.bincount(word_group[word_group >= 0], minlength=G)
-        W = max(int(counts.max()), 1) if G else 1
-        words = torch.full((G, W), -1, dtype=torch.long)
-        rank = torch.full_like(word_group, -1)
-        fill = [0] * G
-        for v, g in enumerate(word_group.tolist()):
-            if g >= 0:
-                words[g, fill[g]] = v
-                rank[v] = fill[g]
-                fill[g] += 1
-        self.register_buffer("group_words", words)
-        self.register_buffer("word_rank", rank)
+        # emittable words sorted by group, and the group sizes (blocked emissions)
+        emittable = torch.nonzero(word_group >= 0).flatten()
+        order = emittable[torch.sort(word_group[emittable], stable=True).indices]
+        self.register_buffer("word_order", order)
+        self.group_sizes = torch.bincount(word_group[emittable], minlength=support.size(0)).tolist()
+
+    def grouped_words(self):
+        return self.word_order, self.group_sizes
 
     @property
     def k(self):
@@ -262,8 +257,9 @@ def _emission_table(c: Constraints, r: Restriction, logits_fn):
 
 
 class _NeuralBatch(BatchParameters):
-    def __init__(self, out, inn, log_start, log_emit, chunk):
+    def __init__(self, out, inn, log_start, log_emit, chunk, emit_features):
         self.out, self.inn, self.log_start, self.log_emit = out, inn, log_start, log_emit
+        self.emit_features = emit_features  # f_phi(E_emit) of the kept states (N, h), for other emissions
         self.lse = row_logsumexp(out, inn, chunk)
 
     def trans_block(self, src, dst):
@@ -289,24 +285,27 @@ class NeuralParameters(nn.Module):
         self.f_in, self.f_out, self.f_emit = ResidualMLP(dim), ResidualMLP(dim), ResidualMLP(dim)
         self.f_psi, self.f_phi = ResidualMLP(dim), ResidualMLP(dim)
         self.chunk = chunk
+        # both factors of psi leave a LayerNorm (entries of unit variance): without 1/sqrt(h) the initial
+        # transition logits have standard deviation sqrt(h) and every row starts as a near one-hot
+        self.scale = dim ** -0.5
 
     def forward(self, r: Restriction) -> BatchParameters:
         c = self.constraints
         e = torch.cat([self.partition_embed[c.state_partition()[r.kept]], self.state_embed[r.kept]], dim=-1)
-        out = self.f_out(e)
+        out = self.f_out(e) * self.scale
         inn = self.f_psi(self.f_in(e))
         emit = self.f_phi(self.f_emit(e))
         log_start = torch.log_softmax(inn @ self.start_embed, dim=-1)
 
         def logits(g, valid):
-            if c.blocked:  # per cluster: (G, W, h) x (G, h, n), never the |X| x |Z| matrix
-                words = c.group_words
-                ew = self.word_embed[words.clamp(min=0)]
-                blocks = torch.bmm(ew, emit[r.local].transpose(1, 2))  # (G, W, n)
-                return blocks[g, c.word_rank.clamp(min=0)]
+            if c.blocked:  # one (W_c, h) x (h, n) product per cluster: |X| n h, never the |X| x |Z| matrix
+                order, sizes = c.grouped_words()
+                parts = self.word_embed[order].split(sizes)
+                blocks = torch.cat([p @ emit[r.local[i]].t() for i, p in enumerate(parts)])
+                return blocks.new_zeros(g.numel(), blocks.size(1)).index_copy(0, order, blocks)
             return (self.word_embed @ emit.t()).gather(1, r.local[g])
 
-        return _NeuralBatch(out, inn, log_start, _emission_table(c, r, logits), self.chunk)
+        return _NeuralBatch(out, inn, log_start, _emission_table(c, r, logits), self.chunk, emit)
 
 
 class _ScalarBatch(BatchParameters):
@@ -364,17 +363,21 @@ class VLHMM(nn.Module):
             raise ValueError(f"symbol {bad} cannot be emitted (it has no support states: padding/BOS?)")
         return g.masked_fill(~mask, 0).clamp(min=0)
 
-    def potentials(self, x: Tensor, mask: Tensor, r: Restriction, bp: Optional[BatchParameters] = None):
+    def potentials(self, x: Tensor, mask: Tensor, r: Restriction, bp: Optional[BatchParameters] = None,
+                   extra: Optional[Tensor] = None):
         """Log-potentials (B, T, n, n) of the blocked chain, and the emission scores (B, T, n) inside them.
 
         G[:, 0, i, j] = log p(C_1[j] | start) + log p(x_1 | C_1[j]) (only row i = 0 is read, see
         :meth:`log_likelihood`); G[:, t, i, j] = log p(C_t[j] | C_{t-1}[i]) + log p(x_t | C_t[j]).
-        Transition blocks are computed once per distinct (C_{t-1}, C_t) pair of the batch.
+        Transition blocks are computed once per distinct (C_{t-1}, C_t) pair of the batch. ``extra`` (B, T, n)
+        is added to the emission scores (the tagger's log p(y_t | C_t[j])).
         """
         bp = self.params(r) if bp is None else bp
         g = self._groups(x, mask)
         B, T = x.shape
         emit = bp.log_emit[x]  # (B, T, n), MASKED off the support
+        if extra is not None:
+            emit = emit + extra
         valid = r.valid[g]
         n = r.local.size(1)
         first = (bp.log_start[r.local[g[:, 0]]].masked_fill(~valid[:, 0], MASKED) + emit[:, 0])
@@ -397,16 +400,17 @@ class VLHMM(nn.Module):
         init[0] = 0.0
         return init
 
-    def log_likelihood(self, x: Tensor, mask: Tensor, r: Optional[Restriction] = None) -> Tensor:
+    def log_likelihood(self, x: Tensor, mask: Tensor, r: Optional[Restriction] = None, bp=None,
+                       extra=None) -> Tensor:
         """log p(x) (B,) of right-padded token sequences (mask (B, T) True on real tokens)."""
         r = self.restrict() if r is None else r
-        log_G, _ = self.potentials(x, mask, r)
+        log_G, _ = self.potentials(x, mask, r, bp, extra)
         return chain_forward(log_G, self._init(log_G), mask)[1]
 
-    def posteriors(self, x, mask, r=None):
+    def posteriors(self, x, mask, r=None, bp=None, extra=None):
         """Explicit forward-backward: (log p(z_t = C_t[j] | x) (B, T, n), log p(x) (B,))."""
         r = self.restrict() if r is None else r
-        log_G, _ = self.potentials(x, mask, r)
+        log_G, _ = self.potentials(x, mask, r, bp, extra)
         return chain_posteriors(log_G, self._init(log_G), mask)
 
     @torch.no_grad()
