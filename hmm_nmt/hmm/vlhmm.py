@@ -427,14 +427,10 @@ class VLHMM(nn.Module):
         log_G, _ = self.potentials(x, mask, r, bp)
         log_alpha = chain_forward(log_G, self._init(log_G), mask)[0]  # filtered, normalised (B, T, n)
         g = self._groups(x, mask)
-        c = self.constraints
-        wg = c.word_group
+        wg = self.constraints.word_group
         rows = torch.nonzero(wg >= 0).flatten()
-        st = r.local[wg[rows]]
-        ok = r.valid[wg[rows]]
-        # sparse emission matrix (V, N): E[v, z] = p(v | z)
-        idx = torch.stack([rows[:, None].expand_as(st)[ok], st[ok]])
-        emat = torch.sparse_coo_tensor(idx, bp.log_emit[rows][ok].exp(), (V, N), check_invariants=False).coalesce()
+        st = r.local[wg[rows]]  # (V', n) states that may emit each emittable word
+        e = bp.log_emit[rows].exp() * r.valid[wg[rows]]  # (V', n) p(v | state)
         pred = x.new_zeros(B, T, N, dtype=log_G.dtype)
         pred[:, 0] = bp.log_start.exp()
         if T > 1:
@@ -444,7 +440,23 @@ class VLHMM(nn.Module):
                 sel = prev == grp
                 trans = bp.trans_rows(r.local[grp]).exp().masked_fill(~r.valid[grp][:, None], 0.0)  # (n, N)
                 pred[:, 1:][sel] = a[sel] @ trans
-        out = torch.sparse.mm(emat, pred.reshape(-1, N).t()).t().reshape(B, T, V)
+        # p(v | history) = sum_j pred(st[v, j]) p(v | st[v, j]): |X| n products per position, never a
+        # |X| x |Z| matrix. Blocked: one (positions x n)(n x W_c) product per cluster; uniform: gathers.
+        flat = pred.reshape(-1, N)
+        out = flat.new_zeros(flat.size(0), V)
+        if self.constraints.blocked:
+            order, sizes = self.constraints.grouped_words()
+            start = 0
+            for grp, size in enumerate(sizes):
+                words = order[start:start + size]
+                start += size
+                if size:
+                    out[:, words] = flat[:, r.local[grp]] @ bp.log_emit[words].exp().t()
+        else:
+            step = max(1, (1 << 22) // max(1, st.numel()))
+            for s in range(0, flat.size(0), step):
+                out[s:s + step, rows] = (flat[s:s + step, st] * e).sum(-1)
+        out = out.reshape(B, T, V)
         return out.clamp_min(torch.finfo(out.dtype).tiny).log()
 
     # -------------------------------------------------------------------------------- test oracles
