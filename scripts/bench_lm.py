@@ -130,7 +130,8 @@ def kn5(raw, order=5, discount=0.75):
     for split in ("valid", "test"):
         nll, n = 0.0, 0
         for s in tqdm(read(split), desc=f"kn5 {split}", leave=False, mininterval=5):
-            for g in ngrams(list(pad_both_ends(s, n=order)), order):
+            # the words and one </s>: pad_both_ends adds order - 1 </s>, the later ones are not tokens
+            for g in list(ngrams(list(pad_both_ends(s, n=order)), order))[:len(s) + 1]:
                 p = lm.score(g[-1], list(g[:-1]))
                 if p <= 0:  # NLTK gives an unseen word no unigram mass
                     raise ValueError(f"{raw}/{split}.txt: {g[-1]!r} never seen in training (map it to <unk>)")
