@@ -26,6 +26,8 @@ setup(
     extras_require={
         "test": ["pytest>=7", "torch-struct"],
         "baselines": ["eflomal>=2.0", "systran-align>=3.5"],
+        # examples/wsj_lm (Brown clusters) and scripts/bench_lm.py (Kneser-Ney 5-gram)
+        "lm": ["brown-clustering>=0.1.6", "nltk>=3.8"],
     },
     entry_points={
         "console_scripts": [

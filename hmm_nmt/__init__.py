@@ -17,6 +17,10 @@ from hmm_nmt import checkpoint_compat  # noqa: E402
 
 checkpoint_compat.install()
 
+from hmm_nmt import numpy_compat  # noqa: E402
+
+numpy_compat.install()
+
 
 def _import_all(subpackage):
     # fairseq's own convention: every module of models/, criterions/, tasks/ registers itself on import

@@ -1,0 +1,145 @@
+#!/usr/bin/env python
+"""WSJ text of CoNLL-2000 (sections 15-18) prepared like Mikolov's Penn Treebank LM data.
+
+Reads the first column of the CoNLL file, one sentence per line, and applies the PTB-LM conventions:
+lower-case, numbers -> ``N``, punctuation tokens removed (Mikolov's PTB keeps no , . `` '' ( ) : ; -- ? !
+but keeps $ % & # and the clitics 's n't), at most ``--vocab`` types including ``<unk>`` (the most frequent
+in the training split), rarer words -> ``<unk>``. Splits are contiguous (articles stay together):
+the first sentences for train, then dev, then test (``--dev-fraction`` / ``--test-fraction``).
+Optionally (``--brown-clusters M``) Brown clusters of the training text with the ``brown-clustering``
+package (words seen at least ``--brown-min-count`` times; rarer ones then join their likeliest cluster), written as ``word cluster`` lines for ``--brown-clusters`` of ``--arch hmm_lm``.
+
+Writes ``OUT/{train,valid,test}.txt`` and ``OUT/brown{M}.txt``; prints the statistics.
+"""
+import argparse
+import gzip
+import os
+import re
+import sys
+from collections import Counter
+
+PUNCT = {",", ".", "``", "''", "`", "'", "(", ")", "-LRB-", "-RRB-", "-LCB-", "-RCB-", "{", "}", ":", ";", "--",
+         "?", "!", "...", "-"}
+NUMBER = re.compile(r"^[+-]?(\d+([.,\\/:-]\d+)*|\.\d+)(s|th|st|nd|rd)?$")
+
+
+def read_sentences(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    sents, cur = [], []
+    with opener(path, "rt", encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            parts = line.split()
+            if not parts:
+                if cur:
+                    sents.append(cur)
+                cur = []
+                continue
+            if len(parts) < 2:
+                raise ValueError(f"{path}:{lineno}: expected 'word POS ...' columns, got {line.rstrip()!r}")
+            cur.append(parts[0])
+    if cur:
+        sents.append(cur)
+    if not sents:
+        raise ValueError(f"{path}: no sentences")
+    return sents
+
+
+def ptb_normalize(words):
+    out = []
+    for w in words:
+        if w in PUNCT:
+            continue
+        w = w.lower()
+        out.append("N" if NUMBER.match(w) else w)
+    return out
+
+
+def brown_clusters(sentences, m, min_count):
+    """Brown clusters of the words seen at least ``min_count`` times (the package's merges get slower as
+    clusters grow: all 10k types take about an hour on one core), then every rarer word joins the cluster
+    that maximises its likelihood under the class-bigram model of the clustered words (add-one smoothed):
+    sum over its occurrences of log p(c | class of the left word) + log p(w | c) + log p(class of the right
+    word | c), with p(w | c) = n(w) / n(c) (the clusters' token counts)."""
+    import numpy as np
+    from brown_clustering import BigramCorpus, BrownClustering
+
+    sents = [s + ["</s>"] for s in sentences]
+    corpus = BigramCorpus(sents, alpha=0.5, start_symbol="<brown_start>", end_symbol="<brown_end>",
+                          min_count=min_count)
+    clusters = BrownClustering(corpus, m).train()
+    cluster_of = {w: c for c, words in enumerate(clusters) for w in words}
+    m = len(clusters)
+    counts = np.ones((m, m))
+    for s in sents:
+        for a, b in zip(s, s[1:]):
+            if a in cluster_of and b in cluster_of:
+                counts[cluster_of[a], cluster_of[b]] += 1
+    log_next = np.log(counts / counts.sum(1, keepdims=True))  # log p(c' | c)
+    size = np.ones(m)  # tokens of every cluster: log p(w | c) = log n(w) - log n(c) penalises big clusters
+    for s in sents:
+        for w in s:
+            if w in cluster_of:
+                size[cluster_of[w]] += 1
+    scores = {}
+    for s in sents:
+        for i, w in enumerate(s):
+            if w in cluster_of:
+                continue
+            sc = scores.setdefault(w, np.zeros(m))
+            sc -= np.log(size)
+            if i > 0 and s[i - 1] in cluster_of:
+                sc += log_next[cluster_of[s[i - 1]]]
+            if i + 1 < len(s) and s[i + 1] in cluster_of:
+                sc += log_next[:, cluster_of[s[i + 1]]]
+    for w, sc in scores.items():
+        cluster_of[w] = int(sc.argmax())
+    return cluster_of
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--conll", default=os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data",
+                                                    "conll2000", "train.txt.gz"))
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--vocab", type=int, default=10000, help="types kept, <unk> included")
+    ap.add_argument("--dev-fraction", type=float, default=0.1)
+    ap.add_argument("--test-fraction", type=float, default=0.1)
+    ap.add_argument("--brown-clusters", type=int, nargs="*", default=[], help="cluster counts M to compute")
+    ap.add_argument("--brown-min-count", type=int, default=8,
+                    help="words seen this often are Brown-clustered, rarer ones assigned to a cluster after")
+    args = ap.parse_args(argv)
+    if not os.path.isfile(args.conll):
+        sys.exit(f"error: --conll {args.conll}: no such file")
+    sents = [s for s in (ptb_normalize(x) for x in read_sentences(args.conll)) if s]
+    n = len(sents)
+    n_test, n_dev = int(round(n * args.test_fraction)), int(round(n * args.dev_fraction))
+    splits = {"train": sents[: n - n_dev - n_test], "valid": sents[n - n_dev - n_test: n - n_test],
+              "test": sents[n - n_test:]}
+    counts = Counter(w for s in splits["train"] for w in s)
+    keep = {w for w, _ in counts.most_common(args.vocab - 1)}
+    os.makedirs(args.out, exist_ok=True)
+    for name, ss in splits.items():
+        ss = [[w if w in keep else "<unk>" for w in s] for s in ss]
+        splits[name] = ss
+        tmp = os.path.join(args.out, f"{name}.txt.tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            for s in ss:
+                f.write(" ".join(s) + "\n")
+        os.replace(tmp, os.path.join(args.out, f"{name}.txt"))
+        unk = sum(w == "<unk>" for s in ss for w in s)
+        tokens = sum(len(s) for s in ss)
+        print(f"{name}: {len(ss)} sentences, {tokens} tokens (+{len(ss)} </s>), {unk / max(tokens, 1):.2%} <unk>")
+    print(f"vocabulary: {len(keep) + 1} types with <unk> (of {len(counts)} in train)")
+    for m in args.brown_clusters:
+        clusters = brown_clusters(splits["train"], m, args.brown_min_count)
+        path = os.path.join(args.out, f"brown{m}.txt")
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            for w, c in sorted(clusters.items(), key=lambda x: (x[1], x[0])):
+                f.write(f"{w} {c}\n")
+        os.replace(path + ".tmp", path)
+        sizes = Counter(clusters.values())
+        print(f"{path}: {len(clusters)} words in {len(sizes)} Brown clusters (largest {max(sizes.values())})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,28 @@
+"""Criterion ``hmm_lm``: exact negative log-likelihood of the VL-HMM language model (``--arch hmm_lm``).
+
+The loss is -log p(x) of every target block by the blocked forward (never the B x T x V next-token
+logits), summed over tokens; fairseq logs it in bits per token and the perplexity, like ``cross_entropy``,
+so training, validation and ``fairseq-eval-lm`` report the same quantity.
+"""
+from fairseq.criterions import register_criterion
+from fairseq.criterions.cross_entropy import CrossEntropyCriterion, CrossEntropyCriterionConfig
+
+
+@register_criterion("hmm_lm", dataclass=CrossEntropyCriterionConfig)
+class HMMLanguageModelCriterion(CrossEntropyCriterion):
+    def forward(self, model, sample, reduce=True):
+        if not hasattr(model, "log_likelihood"):
+            raise ValueError("--criterion hmm_lm needs an HMM language model (--arch hmm_lm)")
+        target = sample["target"]
+        mask = target.ne(self.padding_idx)
+        ll = model.log_likelihood(target, mask)
+        loss = -ll.sum() if reduce else -ll
+        ntokens = int(mask.sum())
+        sample_size = target.size(0) if self.sentence_avg else ntokens
+        logging_output = {
+            "loss": loss.data,
+            "ntokens": ntokens,
+            "nsentences": target.size(0),
+            "sample_size": sample_size,
+        }
+        return loss, sample_size, logging_output
