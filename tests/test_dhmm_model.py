@@ -11,7 +11,7 @@ ORDERS = [("transformer_dhmm", 0), ("transformer_dhmm_first_order", 1)]
 F64 = torch.float64
 
 
-VARIANTS = [(arch, order, []) for arch, order in ORDERS] + [
+VARIANTS = [(arch, order, ["--dhmm-layers", "all"]) for arch, order in ORDERS] + [
     (arch, order, ["--dhmm-layers", "last"]) for arch, order in ORDERS]
 
 
@@ -209,8 +209,10 @@ def test_dhmm_layers_last_keeps_fairseq_cross_attention_below_the_last_layer(arc
     m, d = build(arch, layers=3, extra=["--dhmm-layers", "last"])
     kinds = [type(layer) for layer in m.decoder.layers]
     assert kinds == [TransformerDecoderLayerBase, TransformerDecoderLayerBase, DHMMDecoderLayer]
-    paper, _ = build(arch, d, layers=3)
+    paper, _ = build(arch, d, layers=3, extra=["--dhmm-layers", "all"])
     assert all(isinstance(layer, DHMMDecoderLayer) for layer in paper.decoder.layers)
+    default, _ = build(arch, d, layers=3)
+    assert [type(layer) for layer in default.decoder.layers] == kinds  # the default since docs/quality.md
     # Eq. 6 has W1-W3 besides q/k where fairseq's attention has v/out
     count = lambda model: sum(p.numel() for p in model.parameters())  # noqa: E731
     assert count(m) == count(paper) - 2 * (16 * 16 + 16)  # one W3 per replaced layer (W2, W1 ~ v, out)
