@@ -37,3 +37,20 @@ def batch(dictionary, seed=0):
     target = torch.tensor([[w[6], w[7], w[8], w[1], eos], [w[2], w[3], eos, pad, pad]])
     prev = torch.tensor([[eos, w[6], w[7], w[8], w[1]], [eos, w[2], w[3], pad, pad]])
     return src, src_lengths, prev, target
+
+
+def decode_incrementally(model, src, src_lengths, prev, reorder_at=None, new_order=None):
+    """Step-by-step decoder outputs; optionally reorder the batch (as beam search does) after a step."""
+    enc = model.encoder(src, src_lengths)
+    state = {}
+    outs = []
+    for t in range(prev.size(1)):
+        if reorder_at is not None and t == reorder_at:
+            model.decoder.reorder_incremental_state_scripting(state, new_order)
+            enc = model.encoder.reorder_encoder_out(enc, new_order)
+            prev = prev.index_select(0, new_order)
+            outs = [o.index_select(0, new_order) for o in outs]
+        out, _ = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)
+        assert out.shape[1] == 1
+        outs.append(out)
+    return torch.cat(outs, dim=1), prev

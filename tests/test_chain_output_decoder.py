@@ -5,7 +5,7 @@ beam reordering, and gradients."""
 import pytest
 import torch
 
-from dhmm_testlib import batch, build
+from dhmm_testlib import batch, build, decode_incrementally
 from hmm_nmt.hmm import efb, iohmm, state_softmax
 from hmm_nmt.models.chain_output_decoder import HNMCOutputDecoder, IOHMMOutputDecoder
 
@@ -116,21 +116,6 @@ def test_iohmm_sentence_log_prob_is_the_iohmm_likelihood(name):
 
 
 # ------------------------------------------------------------------ incremental decoding
-def decode_incrementally(model, src, src_lengths, prev, reorder_at=None, new_order=None):
-    enc = model.encoder(src, src_lengths)
-    state, outs = {}, []
-    for t in range(prev.size(1)):
-        if reorder_at is not None and t == reorder_at:
-            model.decoder.reorder_incremental_state_scripting(state, new_order)
-            enc = model.encoder.reorder_encoder_out(enc, new_order)
-            prev = prev.index_select(0, new_order)
-            outs = [o.index_select(0, new_order) for o in outs]
-        out, _ = model.decoder(prev[:, :t + 1], encoder_out=enc, incremental_state=state)
-        assert out.shape[1] == 1
-        outs.append(out)
-    return torch.cat(outs, 1), prev
-
-
 class FrozenFeatures:
     """Serve the full-sequence transformer features to incremental calls (position = prefix length - 1):
     isolates the chain's incremental recursion from fairseq's attention, which rounds its softmax to float32

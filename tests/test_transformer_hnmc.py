@@ -10,27 +10,10 @@ import pytest
 import torch
 
 from conftest import ROOT
-from dhmm_testlib import batch, build
+from dhmm_testlib import batch, build, decode_incrementally
 
 torch.set_num_threads(1)
 ENV = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-
-
-def decode_incrementally(model, src, src_lengths, prev, reorder_at=None, new_order=None):
-    """Step-by-step decoder outputs; optionally reorder the batch (as beam search does) after a step."""
-    enc = model.encoder(src, src_lengths)
-    state = {}
-    outs = []
-    for t in range(prev.size(1)):
-        if reorder_at is not None and t == reorder_at:
-            model.decoder.reorder_incremental_state_scripting(state, new_order)
-            enc = model.encoder.reorder_encoder_out(enc, new_order)
-            prev = prev.index_select(0, new_order)
-            outs = [o.index_select(0, new_order) for o in outs]
-        out, extra = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)
-        assert out.shape[1] == 1
-        outs.append(out)
-    return torch.cat(outs, dim=1), prev
 
 
 @pytest.mark.parametrize("activation", ["melu", "exp"])
