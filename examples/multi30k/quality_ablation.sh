@@ -6,7 +6,8 @@
 #   examples/multi30k/quality_ablation.sh --data DIR --out DIR VARIANT SEED [UPDATES]
 #
 # --data: a directory made by examples/multi30k/prepare.sh (docs/quality.md used --merges 2000);
-# VARIANT: transformer | all | last | last-mix | last-lexdrop (the transformer_dhmm flags of docs/quality.md);
+# VARIANT: transformer | all | last | last-mix | last-lexdrop | first-order (the transformer_dhmm flags of
+# docs/quality.md; first-order is transformer_dhmm_first_order with --dhmm-layers last);
 # UPDATES defaults to 400. The run goes to OUT/VARIANT-sSEED; the same command again resumes it.
 set -euo pipefail
 die() { echo "quality_ablation.sh: error: $*" >&2; exit 2; }
@@ -33,7 +34,8 @@ case "$VARIANT" in
   last) EXTRA=(--dhmm-layers last) ;;
   last-mix) EXTRA=(--dhmm-layers last --dhmm-smoothing mixture) ;;
   last-lexdrop) EXTRA=(--dhmm-layers last --lexicon-dropout 0.1) ;;
-  *) die "unknown VARIANT '$VARIANT' (transformer, all, last, last-mix, last-lexdrop)" ;;
+  first-order) ARCH=transformer_dhmm_first_order EXTRA=(--dhmm-layers last) ;;
+  *) die "unknown VARIANT '$VARIANT' (transformer, all, last, last-mix, last-lexdrop, first-order)" ;;
 esac
 RUN="$OUT/$VARIANT-s$SEED"
 mkdir -p "$RUN"
