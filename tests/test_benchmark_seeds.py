@@ -92,3 +92,19 @@ def test_benchmark_two_seeds_on_toy_data(tmp_path):
     assert json.loads((out / "summary.json").read_text())["summary"] == summary["summary"]
     bad = run(cmd[:cmd.index("--seeds") + 1] + ["1,1"] + cmd[cmd.index("--seeds") + 2:], check=False)
     assert bad.returncode != 0 and "--seeds must list distinct integers" in bad.stderr
+
+
+def test_quality_ablation_recipe_runs_one_variant(tmp_path):
+    script = os.path.join(ROOT, "examples", "multi30k", "quality_ablation.sh")
+    bad = run([script, "--data", str(tmp_path), "--out", str(tmp_path / "q"), "last", "1"], check=False)
+    assert bad.returncode == 2 and "prepare.json not found" in bad.stderr
+    data = toy_data(tmp_path)
+    bad = run([script, "--data", str(data), "--out", str(tmp_path / "q"), "bogus", "1"], check=False)
+    assert bad.returncode == 2 and "unknown VARIANT 'bogus'" in bad.stderr
+    proc = run([script, "--data", str(data), "--out", str(tmp_path / "q"), "first-order", "3", "2"])
+    scores = [line for line in proc.stdout.splitlines() if line.startswith("first-order seed 3 ")]
+    assert [s.split()[3] for s in scores] == ["bleu:", "ter:", "chrf:"]
+    log = (tmp_path / "q" / "first-order-s3" / "train.log").read_text()
+    assert "transformer_dhmm_first_order" in log and "num_updates: 2 >= max_update: 2" in log
+    hyps = (tmp_path / "q" / "first-order-s3" / "hyp.valid").read_text().splitlines()
+    assert len(hyps) == 20  # every dev sentence decoded, in order
