@@ -85,7 +85,9 @@ def _mixture_smoothed_loss(decoder, x, extra, target, tgt_mask, eps, prev_output
     if decoder.lexicon_topk:
         raise ValueError("--dhmm-smoothing mixture does not support --lexicon-topk (use the default, lexicon)")
     row_mask = decoder.lexicon_rows(extra, tgt_mask)
-    gold, _ = decoder.lexicon_scores(x, extra, target, row_mask)
+    # one pair of lexicon features (and one --lexicon-dropout mask) for the likelihood and the smoothing
+    src_feat, tgt_feat = decoder.lexicon_features(x, extra["encoder_out"])
+    gold, _ = decoder.lexicon_scores(x, extra, target, row_mask, features=(src_feat, tgt_feat))
     ll = direct.log_likelihood(gold, tgt_mask, **decoder.alignment_potentials(extra, row_mask)).sum()
     if decoder.first_order is None:
         log_align = extra["log_align"]
@@ -93,7 +95,6 @@ def _mixture_smoothed_loss(decoder, x, extra, target, tgt_mask, eps, prev_output
         if prev_output_tokens is None:
             raise ValueError("--dhmm-smoothing mixture of a first-order model needs prev_output_tokens")
         log_align = decoder._first_order_alignment(x, extra, prev_output_tokens, None)
-    src_feat, tgt_feat = decoder.lexicon_features(x, extra["encoder_out"])
     weight, bias = decoder._output_weight_bias()
     smooth = mixture_log_prob_sum(src_feat, tgt_feat, log_align, weight, bias, tgt_mask,
                                   decoder.lexicon_chunk_size, decoder.lexicon_dtype).sum()

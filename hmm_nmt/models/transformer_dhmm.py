@@ -352,13 +352,14 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
         proj = self.output_projection
         return proj.weight, proj.bias
 
-    def lexicon_scores(self, x: Tensor, extra: Dict, target: Tensor, row_mask: Tensor):
+    def lexicon_scores(self, x: Tensor, extra: Dict, target: Tensor, row_mask: Tensor, features=None):
         """(log p(e_i | j), mean_v log p(v | j)) as (B, I, J) tensors for the rows where ``row_mask``.
 
         Rows outside ``row_mask`` (target or source padding, pruned positions) get 0; the DP never uses
         them because their alignment log-probability is -inf or their target position is masked.
+        ``features``: (src_feat, tgt_feat) of :meth:`lexicon_features` when the caller already has them.
         """
-        src_feat, tgt_feat = self.lexicon_features(x, extra["encoder_out"])
+        src_feat, tgt_feat = features if features is not None else self.lexicon_features(x, extra["encoder_out"])
         b, i, j = row_mask.nonzero(as_tuple=True)
         hidden = torch.relu(src_feat[b, j] + tgt_feat[b, i])
         weight, bias = self._output_weight_bias()
