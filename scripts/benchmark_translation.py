@@ -29,6 +29,8 @@ Slots and their defaults (``--arch SLOT=ARCH``, ``--criterion SLOT=NAME``, ``--s
   transformer  transformer                    label_smoothed_cross_entropy
   dhmm0        transformer_dhmm               dhmm_label_smoothed_cross_entropy
   dhmm1        transformer_dhmm_first_order   dhmm_label_smoothed_cross_entropy
+  dhmm0_fast   transformer_dhmm               dhmm_label_smoothed_cross_entropy  + --lexicon-topk-schedule 4@0,0@80%
+  dhmm1_fast   transformer_dhmm_first_order   dhmm_label_smoothed_cross_entropy  (top-4 bf16, then exact; see docs)
   hnmc         transformer_hnmc               label_smoothed_cross_entropy
   iohmm        transformer_iohmm              label_smoothed_cross_entropy
 """
@@ -68,6 +70,22 @@ SLOTS = {
         "arch": "transformer_dhmm_first_order",
         "criterion": "dhmm_label_smoothed_cross_entropy",
         "label": "direct HMM, first order",
+    },
+    # the CPU path (docs/quality.md): the top-4 pruned objective with the bf16 lexicon for 80% of the updates,
+    # then the exact likelihood; validation and decoding exact
+    "dhmm0_fast": {
+        "arch": "transformer_dhmm",
+        "criterion": "dhmm_label_smoothed_cross_entropy",
+        "label": "direct HMM, zero order, top-4 then exact",
+        "args": ["--lexicon-dtype", "bf16", "--lexicon-topk-objective", "pruned",
+                 "--lexicon-topk-schedule", "4@0,0@80%"],
+    },
+    "dhmm1_fast": {
+        "arch": "transformer_dhmm_first_order",
+        "criterion": "dhmm_label_smoothed_cross_entropy",
+        "label": "direct HMM, first order, top-4 then exact",
+        "args": ["--lexicon-dtype", "bf16", "--lexicon-topk-objective", "pruned",
+                 "--lexicon-topk-schedule", "4@0,0@80%"],
     },
     # chain decoders over a transformer decoder of --layers layers (docs/hnmc.md, docs/iohmm.md); their
     # defaults, e.g. --slot-args "hnmc=--hnmc-states 64" or "iohmm=--iohmm-decoder chain" to change them
@@ -338,12 +356,15 @@ class Benchmark:
                 "arch": archs.get(s, SLOTS[s]["arch"]),
                 "criterion": crits.get(s, SLOTS[s]["criterion"]),
                 "label": SLOTS[s]["label"],
-                "extra_args": shlex.split(extra.get(s, "")),
+                "extra_args": SLOTS[s].get("args", []) + shlex.split(extra.get(s, "")),
             }
             for s in self.slots
         }
         if not args.max_update and not args.budget_minutes:
             raise BenchmarkError("give a training budget: --max-update N and/or --budget-minutes M")
+        for s in self.slots:
+            if any(a.endswith("%") for a in self.slot_cfg[s]["extra_args"]) and not args.max_update:
+                raise BenchmarkError(f"slot {s} schedules by a percentage of the updates: give --max-update N")
         self.env = dict(os.environ)
         if args.threads:
             for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):

@@ -152,6 +152,22 @@ def test_topk_warmup_switches_at_the_trainer_update_count(toy):
     assert all(0 < float(r["align_mass"]) < 1 for r in logs[3:])
 
 
+def test_topk_schedule_prunes_then_trains_exactly_by_percentage_of_max_update(toy):
+    # 1@0,0@50% with --max-update 6: the top-1 pruned likelihood (align_mass < 1 logged) for updates 1-3, the
+    # exact one for 4-6; the percentage needs --max-update, which fairseq passes to the model's args
+    proc = fairseq("train", str(toy / "bin"), "--user-dir", USER_DIR, "--arch", "transformer_dhmm", *SMALL,
+                   "--lexicon-topk-schedule", "1@0,0@50%", "--lexicon-topk-objective", "pruned", "--criterion",
+                   "dhmm_label_smoothed_cross_entropy", "--optimizer", "adam", "--lr", "0.001", "--max-tokens", "500",
+                   "--max-update", "6", "--log-interval", "1", "--save-dir", str(toy / "sched"), "--no-save",
+                   "--seed", "1", "--num-workers", "0", "--no-progress-bar", "--log-format", "json")
+    logs = [json.loads(line[line.index("{"):]) for line in (proc.stdout + proc.stderr).splitlines()
+            if "| train_inner |" in line]
+    assert [int(r["num_updates"]) for r in logs] == [1, 2, 3, 4, 5, 6]
+    # fairseq keeps a meter once created: after the switch it is logged empty (None)
+    assert [r.get("align_mass") is not None for r in logs] == [True, True, True, False, False, False]
+    assert all(0 < float(r["align_mass"]) < 1 for r in logs[:3])
+
+
 class _NotAllowListed:
     pass
 

@@ -32,6 +32,7 @@ SMOKE = ["--embed-dim", "16", "--ffn-dim", "32", "--layers", "1", "--heads", "2"
 EXPECTED = {  # slot -> (arch, criterion) the benchmark must have trained
     "transformer": ("transformer", "label_smoothed_cross_entropy"),
     "dhmm0": ("transformer_dhmm", "dhmm_label_smoothed_cross_entropy"),
+    "dhmm0_fast": ("transformer_dhmm", "dhmm_label_smoothed_cross_entropy"),
     "dhmm1": ("transformer_dhmm_first_order", "dhmm_label_smoothed_cross_entropy"),
 }
 
@@ -136,7 +137,7 @@ def _table_rows(md):
 
 
 @needs_data
-def test_multi30k_smoke_benchmark_three_models(tmp_path):
+def test_multi30k_smoke_benchmark_four_models(tmp_path):
     work = tmp_path / "work"
     prep = ["--local", MULTI30K, "--train-lines", str(N_TRAIN), "--valid-lines", str(N_VALID),
             "--test-lines", str(N_TEST), "--merges", "400"]
@@ -163,13 +164,13 @@ def test_multi30k_smoke_benchmark_three_models(tmp_path):
     killed.wait(timeout=60)
     assert ckpt.exists() and not (out / "de-en" / "dhmm0" / "train_done.json").exists()
 
-    # 2. ... then the same command resumes from the checkpoints and completes all three models
+    # 2. ... then the same command resumes from the checkpoints and completes all four models
     p = run(cmd)
     assert "resuming from" in p.stderr and "ETA all" in p.stderr
     doc = json.loads((out / "results.json").read_text())
     assert doc["complete"] is True
     rows = doc["results"]["de-en"]
-    assert [r["slot"] for r in rows] == ["transformer", "dhmm0", "dhmm1"]
+    assert [r["slot"] for r in rows] == ["transformer", "dhmm0", "dhmm0_fast", "dhmm1"]
     first = rows[0]
     assert first["fairseq_runs"] == 2 and len(first["resumed_at_updates"]) == 1
     assert 0 < first["resumed_at_updates"][0] < MAX_UPDATE
@@ -205,8 +206,16 @@ def test_multi30k_smoke_benchmark_three_models(tmp_path):
     for r, ref_scores in zip(rows, json.loads(cli.stdout)):
         assert (round(r["bleu"], 4), round(r["ter"], 4), round(r["chrf"], 4)) == \
             (float(ref_scores["BLEU"]), float(ref_scores["TER"]), float(ref_scores["chrF2"]))
-    # the three are different models of the same size settings
+    # the four are different models of the same size settings
     assert len({r["parameters"] for r in rows}) >= 2
+    # the CPU path: top-4 pruned with the bf16 lexicon until 80% of --max-update, then exact
+    fast = json.loads((out / "de-en" / "dhmm0_fast" / "train_command.json").read_text())["fairseq_args"]
+    assert fast[fast.index("--lexicon-topk-schedule") + 1] == "4@0,0@80%"
+    assert fast[fast.index("--lexicon-dtype") + 1] == "bf16"
+    masses = [json.loads(line[line.index("{"):]).get("align_mass")
+              for line in (out / "de-en" / "dhmm0_fast" / "train.log").read_text().splitlines()
+              if "| train_inner |" in line]
+    assert masses[0] is not None and masses[-1] is None  # pruned first, exact at the end
 
     # decoded with the parameter average of the two best checkpoints on validation
     import torch
@@ -228,7 +237,7 @@ def test_multi30k_smoke_benchmark_three_models(tmp_path):
     # Markdown table: one complete row per model
     header, body = _table_rows((out / "results.md").read_text())
     assert header[:8] == ["model", "arch", "params", "updates", "BLEU", "TER", "chrF", "len ratio"]
-    assert len(body) == 3
+    assert len(body) == 4
     for cells, r in zip(body, rows):
         assert len(cells) == len(header) and all(cells)
         assert cells[1] == f"`{r['arch']}`" and float(cells[4]) == round(r["bleu"], 2)
@@ -242,7 +251,7 @@ def test_multi30k_smoke_benchmark_three_models(tmp_path):
 
     # 3. a third run has nothing left to do
     p = run(cmd)
-    assert p.stderr.count("training already done") == 3 and p.stderr.count("decoding already done") == 3
+    assert p.stderr.count("training already done") == 4 and p.stderr.count("decoding already done") == 4
     assert json.loads((out / "results.json").read_text())["results"] == doc["results"]
 
     # 4. scripts/decode_topk.py: decode-time K; K = 0 is the benchmark's own (exact) decoding of that checkpoint

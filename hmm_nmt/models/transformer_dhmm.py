@@ -43,6 +43,7 @@ from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 from hmm_nmt.hmm import direct
 from hmm_nmt.hmm.precision import accumulation_dtype, upcast
 from hmm_nmt.hmm.lexicon import LEXICON_DTYPES, gold_logits, lexicon_logz, lexicon_scores, log_mixture
+from hmm_nmt.models.topk_schedule import parse_topk_schedule, topk_at
 
 
 def Linear(in_features, out_features, bias=True):
@@ -249,6 +250,7 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
         self.lexicon_dtype = LEXICON_DTYPES[args.lexicon_dtype]
         self.topk = args.lexicon_topk
         self.topk_warmup = args.lexicon_topk_warmup
+        self.topk_schedule = parse_topk_schedule(args.lexicon_topk_schedule, getattr(args, "max_update", 0))
         self.topk_objective = args.lexicon_topk_objective
         self.num_updates = 0
         self.first_order = (
@@ -265,9 +267,13 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
 
     @property
     def lexicon_topk(self) -> int:
-        """K in effect: 0 (exact) while training within the first ``--lexicon-topk-warmup`` updates."""
-        if self.training and self.num_updates < self.topk_warmup:
-            return 0
+        """K in effect: in training, the K of ``--lexicon-topk-schedule`` at this update, or 0 (exact) within the
+        first ``--lexicon-topk-warmup`` updates; otherwise (validation, decoding) ``--lexicon-topk``."""
+        if self.training:
+            if self.topk_schedule:
+                return topk_at(self.topk_schedule, self.num_updates)
+            if self.num_updates < self.topk_warmup:
+                return 0
         return self.topk
 
     def set_num_updates(self, num_updates):
@@ -555,6 +561,11 @@ class TransformerDHMMModel(TransformerModel):
         parser.add_argument("--lexicon-topk-warmup", type=int, metavar="N",
                             help="train the exact likelihood for the first N updates, then with --lexicon-topk "
                                  "(validation and decoding always use K)")
+        parser.add_argument("--lexicon-topk-schedule", metavar="K@U,...",
+                            help="training K by update: K@U trains with K from update U on (U: a count, or a "
+                                 "percentage of --max-update such as 80%%); e.g. 4@0,0@80%% prunes to 4 positions, "
+                                 "then trains exactly for the last 20%% of the updates. Validation and decoding use "
+                                 "--lexicon-topk (0: exact)")
         # an explicit default (fairseq's model options are otherwise left unset): saved args of checkpoints
         # from before this option lack it, and _dhmm_defaults gives those the layout they were trained with
         parser.add_argument("--dhmm-layers", choices=["all", "last"], default=DEFAULT_DHMM_LAYERS,
@@ -576,6 +587,9 @@ class TransformerDHMMModel(TransformerModel):
             raise ValueError(f"--lexicon-topk must be >= 0 (0 = exact), got {args.lexicon_topk}")
         if args.lexicon_topk_warmup < 0:
             raise ValueError(f"--lexicon-topk-warmup must be >= 0 updates, got {args.lexicon_topk_warmup}")
+        if args.lexicon_topk_schedule and args.lexicon_topk_warmup:
+            raise ValueError("--lexicon-topk-warmup N is the schedule 0@0,K@N: give one of the two, not both")
+        parse_topk_schedule(args.lexicon_topk_schedule, getattr(args, "max_update", 0))  # fail before training
         if not 0.0 <= args.lexicon_dropout < 1.0:
             raise ValueError(f"--lexicon-dropout must be in [0, 1), got {args.lexicon_dropout}")
         if args.lexicon_chunk_size < 1:
@@ -632,6 +646,7 @@ def _dhmm_defaults(args):
     args.max_jump = getattr(args, "max_jump", None) or 16
     args.lexicon_topk = getattr(args, "lexicon_topk", None) or 0
     args.lexicon_topk_warmup = getattr(args, "lexicon_topk_warmup", None) or 0
+    args.lexicon_topk_schedule = getattr(args, "lexicon_topk_schedule", None) or ""
     args.lexicon_topk_objective = getattr(args, "lexicon_topk_objective", None) or "bound"
     if not hasattr(args, "dhmm_layers"):
         # a checkpoint trained before --dhmm-layers existed: Eq. 6 was in every layer
