@@ -420,14 +420,15 @@ class Benchmark:
             cmd.append("--fp16")
         return cmd + c["extra_args"] + shlex.split(a.train_args or "")
 
-    def generate_args(self, direction, slot, checkpoint):
+    def generate_args(self, direction, slot, checkpoint, lenpen=None):
         a = self.args
         src, tgt = direction.split("-")
         cmd = [
             os.path.join(self.data, self.prep["directions"][direction]),
             "--user-dir", USER_DIR, "--task", "translation", "--source-lang", src, "--target-lang", tgt,
             "--path", checkpoint, "--gen-subset", "test",
-            "--beam", str(a.beam), "--lenpen", str(a.lenpen), "--batch-size", str(a.gen_batch_size),
+            "--beam", str(a.beam), "--lenpen", str(a.lenpen if lenpen is None else lenpen),
+            "--batch-size", str(a.gen_batch_size),
             "--required-batch-size-multiple", "1",  # see train_args: else the longest sentences vanish
             "--remove-bpe", self.prep["remove_bpe"], "--num-workers", "0", "--seed", str(a.seed),
         ]
@@ -475,7 +476,8 @@ class Benchmark:
         path = os.path.join(self.out, "benchmark.json")
         cfg = {k: v for k, v in vars(self.args).items()
                if k not in ("out", "directions", "models", "python", "no_plots", "generate_args", "beam",
-                            "lenpen", "gen_batch_size", "threads", "num_workers", "log_interval")}
+                            "lenpen", "tune_lenpen", "lenpen_grid", "gen_batch_size", "threads", "num_workers",
+                            "log_interval")}
         cfg["data_config"] = self.prep["config"]
         if os.path.exists(path):
             old = read_json(path)
@@ -720,10 +722,34 @@ class Benchmark:
             average_checkpoints(kept, out)
         return out, f"average of the {len(kept)} best on validation"
 
+    def tune_lenpen(self, direction, slot, ckpt, pos):
+        """``--tune-lenpen``: the lenpen of the best dev BLEU (one n-best beam search of valid, re-ranked:
+        scripts/tune_lenpen.py); ``(--lenpen, None)`` without it."""
+        a = self.args
+        if not a.tune_lenpen:
+            return a.lenpen, None
+        jdir = self.job_dir(direction, slot)
+        path = os.path.join(jdir, "lenpen.json")
+        key = {"checkpoint": ckpt, "grid": a.tune_lenpen, "beam": a.beam, "generate_args": a.generate_args}
+        if os.path.exists(path) and read_json(path)["key"] == key:
+            doc = read_json(path)
+            return doc["lenpen"], doc["rows"]
+        import tune_lenpen  # lazy: it imports this module's helpers
+
+        say(f"[{pos}] {direction} {slot}: choosing lenpen on valid from {a.tune_lenpen} (one {a.beam}-best search)")
+        opts = argparse.Namespace(data=self.data, prep=self.prep, checkpoint=ckpt, subset="valid",
+                                  direction=direction, beam=a.beam, batch_size=a.gen_batch_size,
+                                  generate_args=a.generate_args, threads=a.threads or 1, python=self.python,
+                                  lenpen=a.lenpen_grid, metric="bleu")
+        rows, chosen, _ = tune_lenpen.tune(opts)
+        write_json(path, {"key": key, "lenpen": chosen, "rows": rows})
+        return chosen, rows
+
     def decode(self, direction, slot, pos):
         jdir = self.job_dir(direction, slot)
         ckpt, how = self.select_checkpoint(direction, slot)
-        args = self.generate_args(direction, slot, ckpt)
+        lenpen, dev_rows = self.tune_lenpen(direction, slot, ckpt, pos)
+        args = self.generate_args(direction, slot, ckpt, lenpen)
         tgt = direction.split("-")[1]
         refs = read_lines(os.path.join(self.data, self.prep["references"]["test"][tgt]))
         hyp_path = os.path.join(jdir, "test.hyp")
@@ -744,7 +770,8 @@ class Benchmark:
             speed = parse_generate_speed(stdout_path, os.path.join(jdir, "generate.log"))
             atomic_write(hyp_path, "".join(h + "\n" for h in hyps))
             stats = read_json(stats_path)
-            done = {"fairseq_args": args, "checkpoint": ckpt, "checkpoint_selection": how,
+            done = {"fairseq_args": args, "checkpoint": ckpt, "checkpoint_selection": how, "lenpen": lenpen,
+                    "lenpen_dev": dev_rows,
                     "wall_seconds": time.time() - t0, **speed,
                     "peak_decode_rss_bytes": stats.get("max_rss_bytes"),
                     "peak_decode_cuda_bytes": stats.get("cuda_max_allocated_bytes")}
@@ -781,6 +808,7 @@ class Benchmark:
                    "extra_args": c["extra_args"], "direction": direction, **summary,
                    "checkpoint": os.path.relpath(done["checkpoint"], self.out),
                    "checkpoint_selection": done["checkpoint_selection"],
+                   "lenpen": done.get("lenpen", self.args.lenpen), "lenpen_dev": done.get("lenpen_dev"),
                    **{k: done[k] for k in ("decode_sentences", "decode_tokens", "decode_seconds",
                                            "decode_sentences_per_second", "decode_tokens_per_second",
                                            "peak_decode_rss_bytes", "peak_decode_cuda_bytes")},
@@ -844,7 +872,8 @@ def markdown_table(rows):
     on_gpu = any(r.get("peak_train_cuda_bytes") for r in rows)
     mem = "GPU max alloc" if on_gpu else "RSS"
     head = ["model", "arch", "params", "updates", "BLEU", "TER", "chrF", "len ratio", "best valid nll",
-            "train tok/s", "decode sent/s", "decode tok/s", f"peak train {mem} MiB", f"peak decode {mem} MiB"]
+            "train tok/s", "decode sent/s", "decode tok/s", f"peak train {mem} MiB", f"peak decode {mem} MiB",
+            "train min", "lenpen"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + "|"]
     for r in rows:
         tr_mem = r["peak_train_cuda_bytes"] if on_gpu else r["peak_train_rss_bytes"]
@@ -854,7 +883,7 @@ def markdown_table(rows):
                  f"{r['best_valid_nll_loss']:.3f}",
                  f"{r['train_tokens_per_second']:,.0f}" if r["train_tokens_per_second"] else "n/a",
                  f"{r['decode_sentences_per_second']:.2f}", f"{r['decode_tokens_per_second']:,.1f}",
-                 _mib(tr_mem), _mib(de_mem)]
+                 _mib(tr_mem), _mib(de_mem), f"{r['train_wall_seconds'] / 60:.1f}", f"{r.get('lenpen', 1.0):g}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -973,6 +1002,9 @@ def get_parser():
     g = p.add_argument_group("decoding")
     g.add_argument("--beam", type=int, default=5)
     g.add_argument("--lenpen", type=float, default=1.0)
+    g.add_argument("--tune-lenpen", default="", metavar="GRID",
+                   help="choose each model's lenpen on valid (best BLEU) among these comma-separated values, e.g. "
+                        "0.6,0.8,1.0,1.2,1.4 (one n-best search per model: scripts/tune_lenpen.py); overrides --lenpen")
     g.add_argument("--gen-batch-size", type=int, default=128)
     g.add_argument("--generate-args", default="", help="extra fairseq-generate arguments")
     g = p.add_argument_group("execution")
@@ -1034,6 +1066,12 @@ def main(argv=None):
     if args.budget_minutes < 0 or args.threads < 0 or args.num_workers < 0:
         print("benchmark_translation.py: error: --budget-minutes, --threads and --num-workers must be >= 0",
               file=sys.stderr)
+        return 2
+    try:
+        args.lenpen_grid = [float(x) for x in args.tune_lenpen.split(",") if x.strip()]
+    except ValueError:
+        print(f"benchmark_translation.py: error: --tune-lenpen expects comma-separated numbers, got "
+              f"'{args.tune_lenpen}'", file=sys.stderr)
         return 2
     try:
         seeds = parse_seeds(args.seeds)
