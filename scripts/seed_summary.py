@@ -14,7 +14,16 @@ METRICS = [  # (key in a results row, column title, format)
     ("length_ratio", "len ratio", "{:.3f}"),
     ("best_valid_nll_loss", "best valid nll", "{:.3f}"),
     ("train_tokens_per_second", "train tok/s", "{:,.0f}"),
+    ("train_minutes", "train min", "{:.1f}"),
+    ("lenpen", "lenpen", "{:.2f}"),
 ]
+
+
+def _derived(row):
+    row = dict(row)
+    if row.get("train_wall_seconds") is not None:
+        row["train_minutes"] = row["train_wall_seconds"] / 60.0
+    return row
 
 
 def spread(values):
@@ -39,7 +48,7 @@ def aggregate(docs_by_seed):
                                                      "updates": [], "rows": []})
                 entry["seeds"].append(seed)
                 entry["updates"].append(r["updates"])
-                entry["rows"].append(r)
+                entry["rows"].append(_derived(r))
     summary = {}
     for direction, table in out.items():
         summary[direction] = []

@@ -81,6 +81,7 @@ def test_benchmark_two_seeds_on_toy_data(tmp_path):
         assert r["best_valid_nll_loss"]["mean"] == pytest.approx(sum(vals) / 2)
         assert vals[0] != vals[1]  # the seed really changed the run
         assert r["updates"] == [6, 6]
+        assert r["train_minutes"]["mean"] > 0 and set(r["lenpen"]["values"]) <= {0.5, 1.5}
     for s in (1, 2):  # each seed's training really used its seed
         fa = json.loads((out / f"seed-{s}" / "de-en" / "dhmm0" / "train_command.json").read_text())["fairseq_args"]
         assert fa[fa.index("--seed") + 1] == str(s)
