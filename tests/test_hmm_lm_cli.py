@@ -92,6 +92,79 @@ def test_train_and_eval_lm_agree(lm):
     assert 1.0 < float(m.group(2)) < 30
 
 
+def eval_lm(lm, checkpoint, *args):
+    """Stock fairseq-eval-lm on the valid split with --output-word-probs: (loss in bits per token, number of
+    tokens scored, {block id: [natural-log probability of each of its tokens]})."""
+    ev = fairseq("eval_lm", str(lm / "bin"), "--user-dir", USER_DIR, "--path", str(checkpoint), "--gen-subset",
+                 "valid", "--max-tokens", "4000", "--num-workers", "0", "--output-word-probs", *args)
+    out = ev.stderr + ev.stdout
+    loss = re.search(r"Loss \(base 2\): ([\d.]+)", out)
+    count = re.search(r"Evaluated ([\d,]+) tokens", out)
+    assert loss and count, out[-2000:]
+    blocks = {int(m.group(1)): [float(v) for v in re.findall(r"\[(-?[\d.]+)\]", m.group(2))]
+              for m in re.finditer(r"fairseq_cli\.eval_lm(?: \| |:)(\d+) (.*)", out)}
+    return float(loss.group(1)), int(count.group(1).replace(",", "")), blocks
+
+
+def test_stream_mode_train_eval_lm_and_context_window(lm):
+    """Stream mode: --sample-break-mode none blocks of L tokens in training (each from the start distribution)
+    and in eval-lm without context (equal losses); with --context-window C eval-lm scores every block after
+    the forward over its C previous stream tokens. The independent oracle is the core's per-token conditionals
+    on (context + block), compared token by token; with C >= the stream length it is one long forward over
+    the whole valid stream."""
+    import math
+
+    import torch
+    from fairseq import checkpoint_utils
+    from fairseq.data import data_utils
+
+    import hmm_nmt  # noqa: F401  (registers hmm_lm for loading the checkpoint)
+
+    L, save = 24, lm / "stream"
+    proc = fairseq("train", str(lm / "bin"), "--user-dir", USER_DIR, *COMMON, "--sample-break-mode", "none",
+                   "--tokens-per-sample", str(L), "--brown-clusters", str(lm / "raw" / "brown4.txt"),
+                   "--states-per-cluster", "4", "--state-dropout", "0.5", "--max-epoch", "2", "--save-dir", str(save))
+    losses = valid_losses(proc)
+    assert len(losses) == 2 and losses[-1] < losses[0], losses
+    ckpt = save / "checkpoint_last.pt"
+
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(ckpt)],
+                                                                    arg_overrides={"data": str(lm / "bin")})
+    hmm = models[0].eval().double().decoder.hmm
+    split = data_utils.load_indexed_dataset(str(lm / "bin" / "valid"), task.dictionary)
+    stream = torch.cat([split[i] for i in range(len(split))])  # sentences with their </s>, as eval-lm reads them
+    N = stream.numel()
+    assert N > 10 * L
+
+    def oracle(C):
+        """log p(y_t | y_[max(0, s - C), t)) for every stream position t of the block [s, s + L)."""
+        out = []
+        for s in range(0, N, L):
+            x = stream[None, max(0, s - C):s + L]
+            out.append(hmm.conditionals(x, torch.ones_like(x, dtype=torch.bool))[0, s - max(0, s - C):])
+        return torch.cat(out)
+
+    def bits(logp):
+        return -logp.sum().item() / N / math.log(2)
+
+    x = stream[None]
+    exact = hmm.conditionals(x, torch.ones_like(x, dtype=torch.bool))[0]
+    torch.testing.assert_close(oracle(N), exact, rtol=0, atol=1e-12)
+    assert bits(oracle(0)) - bits(exact) > 5e-3  # carrying the state matters on this data
+    for C in (0, 1, N):
+        args = ("--tokens-per-sample", str(L + C), "--context-window", str(C)) if C else ("--tokens-per-sample", str(L),)
+        loss, n, blocks = eval_lm(lm, ckpt, "--sample-break-mode", "none", *args)
+        got = torch.tensor([p for b in sorted(blocks) for p in blocks[b]], dtype=torch.float64)
+        assert n == N and sorted(blocks) == list(range(len(blocks))) and got.numel() == N
+        # eval-lm's float32 next-token distribution, 6 printed decimals
+        torch.testing.assert_close(got, oracle(C), rtol=0, atol=1e-4)
+        assert abs(loss - bits(oracle(C))) < 2e-4  # 4 printed decimals
+        if C == 0:  # every block from the start distribution, as training's validation scores it (3 decimals)
+            assert abs(loss - losses[-1]) < 2e-3
+    print(f"stream valid bits/token: restart {bits(oracle(0)):.4f}, context 1 {bits(oracle(1)):.4f}, "
+          f"whole stream {bits(exact):.4f}")
+
+
 def test_vlhmm_tagger_trains_and_tags(lm):
     proc = fairseq("train", str(lm), "--user-dir", USER_DIR, "--task", "sequence_tagging", "--train-file",
                    str(lm / "toy.conll"), "--tag-column", "1", "--lowercase", "--arch", "vlhmm_tagger",
