@@ -1,7 +1,10 @@
 """Criterion ``hmm_lm``: exact negative log-likelihood of the VL-HMM language model (``--arch hmm_lm``).
 
 The loss is -log p(x) of every target block by the blocked forward (never the B x T x V next-token
-logits), summed over tokens; fairseq logs it in bits per token and the perplexity, like ``cross_entropy``,
+logits), summed over tokens. Each block starts from the start distribution: a sentence in sentence mode, an
+L-token piece of the stream with ``--sample-break-mode none`` (fairseq shuffles those, so no state is carried
+between batches; ``fairseq-eval-lm --context-window`` carries it at evaluation, see ``hmm_nmt.models.hmm_lm``).
+Fairseq logs it in bits per token and the perplexity, like ``cross_entropy``,
 so training, validation and ``fairseq-eval-lm`` report the same quantity.
 """
 from fairseq.criterions import register_criterion
