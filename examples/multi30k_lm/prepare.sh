@@ -14,7 +14,8 @@ set -euo pipefail
 PROG=$(basename "$0")
 HERE=$(cd "$(dirname "$0")" && pwd)
 die() { echo "$PROG: error: $*" >&2; exit 2; }
-usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; }
+[[ "${1:-}" == "-h" || "${1:-}" == "--help" ]] && { usage; exit 0; }
 
 [[ $# -ge 1 && "$1" != -* ]] || { usage >&2; die "the first argument is the output directory OUT"; }
 OUT=$1
@@ -41,7 +42,12 @@ if [[ $DOWNLOAD -eq 1 ]]; then
     if [[ -s "$SRC/$rel" ]]; then echo "have $SRC/$rel" >&2; continue; fi
     echo "fetching $URL/$rel" >&2
     mkdir -p "$SRC/tok"
-    curl -fsSL --retry 3 -o "$SRC/$rel.part" "$URL/$rel" || { rm -f "$SRC/$rel.part"; die "download failed: $URL/$rel"; }
+    if command -v curl >/dev/null 2>&1; then
+      curl -fsSL --retry 3 -o "$SRC/$rel.part" "$URL/$rel" || { rm -f "$SRC/$rel.part"; die "download failed: $URL/$rel"; }
+    else
+      "${PYTHON:-python}" -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' \
+        "$URL/$rel" "$SRC/$rel.part" 2>/dev/null || { rm -f "$SRC/$rel.part"; die "download failed: $URL/$rel"; }
+    fi
     mv "$SRC/$rel.part" "$SRC/$rel"
   done
 else
