@@ -65,7 +65,7 @@ def lm(tmp_path_factory):
     return work
 
 
-COMMON = ["--task", "language_modeling", "--arch", "hmm_lm", "--criterion", "hmm_lm", "--sample-break-mode", "eos",
+COMMON = ["--arch", "hmm_lm", "--criterion", "hmm_lm", "--sample-break-mode", "eos",
           "--tokens-per-sample", "64", "--optimizer", "adam", "--lr", "0.02", "--max-tokens", "1500",
           "--no-epoch-checkpoints", "--required-batch-size-multiple", "1", "--seed", "1", "--num-workers", "0", "--no-progress-bar", "--log-format", "simple",
           "--hmm-embed-dim", "16"]
@@ -77,8 +77,8 @@ def valid_losses(proc):
 
 def test_train_and_eval_lm_agree(lm):
     save = lm / "brown"
-    proc = fairseq("train", str(lm / "bin"), "--user-dir", USER_DIR, *COMMON, "--brown-clusters",
-                   str(lm / "raw" / "brown4.txt"), "--states-per-cluster", "4", "--state-dropout", "0.5",
+    proc = fairseq("train", str(lm / "bin"), "--user-dir", USER_DIR, *COMMON, "--task", "language_modeling",
+                   "--brown-clusters", str(lm / "raw" / "brown4.txt"), "--states-per-cluster", "4", "--state-dropout", "0.5",
                    "--max-epoch", "4", "--save-dir", str(save))
     losses = valid_losses(proc)
     assert len(losses) == 4 and losses[-1] < losses[0] - 0.3, losses
@@ -121,7 +121,8 @@ def test_stream_mode_train_eval_lm_and_context_window(lm):
     import hmm_nmt  # noqa: F401  (registers hmm_lm for loading the checkpoint)
 
     L, save = 24, lm / "stream"
-    proc = fairseq("train", str(lm / "bin"), "--user-dir", USER_DIR, *COMMON, "--sample-break-mode", "none",
+    proc = fairseq("train", str(lm / "bin"), "--user-dir", USER_DIR, *COMMON, "--task", "language_modeling",
+                   "--sample-break-mode", "none",
                    "--tokens-per-sample", str(L), "--brown-clusters", str(lm / "raw" / "brown4.txt"),
                    "--states-per-cluster", "4", "--state-dropout", "0.5", "--max-epoch", "2", "--save-dir", str(save))
     losses = valid_losses(proc)
@@ -163,6 +164,59 @@ def test_stream_mode_train_eval_lm_and_context_window(lm):
             assert abs(loss - losses[-1]) < 2e-3
     print(f"stream valid bits/token: restart {bits(oracle(0)):.4f}, context 1 {bits(oracle(1)):.4f}, "
           f"whole stream {bits(exact):.4f}")
+
+
+def test_block_context_items_are_the_stream_before_each_block(lm):
+    """--task language_modeling_context --block-context C: every block's item is its C previous stream
+    tokens (fewer at the start, with fairseq's </s> shift) then the block; the context targets are padding."""
+    import torch
+    from fairseq import options, tasks
+    from fairseq.data import data_utils
+
+    L, C = 24, 5
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, [str(lm / "bin"), "--user-dir", USER_DIR, "--task",
+                                                "language_modeling_context", "--sample-break-mode", "none",
+                                                "--tokens-per-sample", str(L), "--block-context", str(C),
+                                                "--arch", "hmm_lm"])
+    task = tasks.setup_task(args)
+    ds = task.load_dataset("valid")
+    split = data_utils.load_indexed_dataset(str(lm / "bin" / "valid"), task.dictionary)
+    stream = torch.cat([split[i] for i in range(len(split))])
+    shifted = torch.cat([stream.new([task.dictionary.eos()]), stream])  # fairseq's source: stream shifted by 1
+    pad = task.dictionary.pad()
+    assert len(ds) == -(-stream.numel() // L) and task.max_positions() == L + C
+    for i in range(len(ds)):
+        item, s = ds[i], i * L
+        e, c = min(s + L, stream.numel()), min(s, C)
+        assert torch.equal(item["target"], torch.cat([torch.full((c,), pad), stream[s:e]]))
+        assert torch.equal(item["source"], shifted[s - c:e]) and ds.size(i) == e - s + c
+    batch = ds.collater([ds[i] for i in (3, 0, 1)])
+    assert batch["target"].shape == batch["net_input"]["src_tokens"].shape == (3, L + C)
+    parser = options.get_training_parser()
+    bad = options.parse_args_and_arch(parser, [str(lm / "bin"), "--user-dir", USER_DIR, "--task",
+                                               "language_modeling_context", "--sample-break-mode", "eos",
+                                               "--block-context", str(C), "--arch", "hmm_lm"])
+    with pytest.raises(ValueError, match="--block-context needs --sample-break-mode none"):
+        tasks.setup_task(bad).load_dataset("valid")
+
+
+def test_block_context_training_validates_like_eval_lm_context_window(lm):
+    """Training and validation with --block-context C score log p(block | C previous tokens), which is what
+    stock fairseq-eval-lm --context-window C reports (and differs from the blocks restarted)."""
+    L, C, save = 24, 3, lm / "context"
+    proc = fairseq("train", str(lm / "bin"), "--user-dir", USER_DIR, *COMMON, "--task", "language_modeling_context",
+                   "--block-context", str(C), "--sample-break-mode", "none", "--tokens-per-sample", str(L),
+                   "--brown-clusters", str(lm / "raw" / "brown4.txt"), "--states-per-cluster", "4",
+                   "--state-dropout", "0.5", "--max-epoch", "2", "--save-dir", str(save))
+    losses = valid_losses(proc)
+    assert len(losses) == 2 and losses[-1] < losses[0], losses
+    ckpt = save / "checkpoint_last.pt"
+    window, _, _ = eval_lm(lm, ckpt, "--sample-break-mode", "none", "--tokens-per-sample", str(L + C),
+                           "--context-window", str(C))
+    restart, _, _ = eval_lm(lm, ckpt, "--sample-break-mode", "none", "--tokens-per-sample", str(L))
+    assert abs(window - losses[-1]) < 2e-3 and restart - window > 1e-2, (losses, window, restart)
+    print(f"--block-context {C}: valid {losses[-1]:.3f}, eval-lm window {window:.4f}, restarted {restart:.4f}")
 
 
 def test_vlhmm_tagger_trains_and_tags(lm):

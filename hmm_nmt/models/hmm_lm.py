@@ -14,6 +14,8 @@ only marks the start: the forward runs from the start distribution over the rest
   ignores their scores: the forward over the context carries the filtered state to the block start, so each
   block is scored by log p(block | its C previous tokens) (exactly the one long forward over the whole
   stream when C covers it; tested). Without ``--context-window`` eval-lm scores like training's validation.
+  ``--task language_modeling_context --block-context C`` gives every training (and validation) block its
+  C previous stream tokens as unscored context instead, the same quantity as eval-lm's window.
   Details: docs/vlhmm.md, "Stream mode".
 
 Options: ``--num-states`` |Z| or ``--states-per-cluster`` k (|Z| = m k, m = clusters of the word
@@ -128,6 +130,12 @@ class HMMLanguageModel(FairseqLanguageModel):
         hmm = self.decoder.hmm
         r = hmm.restrict(self.decoder.args.state_dropout if self.training else 0.0)
         return hmm.log_likelihood(tokens, mask, r)
+
+    def conditionals(self, tokens, mask):
+        """log p(x_t | x_<t) (B, T) of right-padded rows (0 at padding); state dropout as above."""
+        hmm = self.decoder.hmm
+        r = hmm.restrict(self.decoder.args.state_dropout if self.training else 0.0)
+        return hmm.conditionals(tokens, mask, r)
 
 
 @register_model_architecture("hmm_lm", "hmm_lm")
