@@ -169,6 +169,7 @@ def test_stream_mode_train_eval_lm_and_context_window(lm):
 def test_block_context_items_are_the_stream_before_each_block(lm):
     """--task language_modeling_context --block-context C: every block's item is its C previous stream
     tokens (fewer at the start, with fairseq's </s> shift) then the block; the context targets are padding."""
+    import numpy as np
     import torch
     from fairseq import options, tasks
     from fairseq.data import data_utils
@@ -193,6 +194,9 @@ def test_block_context_items_are_the_stream_before_each_block(lm):
         assert torch.equal(item["source"], shifted[s - c:e]) and ds.size(i) == e - s + c
     batch = ds.collater([ds[i] for i in (3, 0, 1)])
     assert batch["target"].shape == batch["net_input"]["src_tokens"].shape == (3, L + C)
+    # --max-tokens counts the context too
+    batches = ds.batch_by_size(np.arange(1, len(ds) - 1), max_tokens=3 * (L + C) - 1)  # 3 rows without context
+    assert max(len(b) for b in batches) == 2 and sum(len(b) for b in batches) == len(ds) - 2
     parser = options.get_training_parser()
     bad = options.parse_args_and_arch(parser, [str(lm / "bin"), "--user-dir", USER_DIR, "--task",
                                                "language_modeling_context", "--sample-break-mode", "eos",

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from fairseq.data import BaseWrapperDataset
+from fairseq.data import BaseWrapperDataset, FairseqDataset
 from fairseq.tasks import register_task
 from fairseq.tasks.language_modeling import LanguageModelingConfig, LanguageModelingTask
 
@@ -68,6 +68,16 @@ class BlockContextDataset(BaseWrapperDataset):
 
     def ordered_indices(self):
         return np.lexsort([np.random.permutation(len(self)), self._sizes])
+
+    def num_tokens_vec(self, indices):
+        return self._sizes[indices]
+
+    # BaseWrapperDataset hands these to the wrapped dataset, which does not count the context
+    def batch_by_size(self, indices, max_tokens=None, max_sentences=None, required_batch_size_multiple=1):
+        return FairseqDataset.batch_by_size(self, indices, max_tokens, max_sentences, required_batch_size_multiple)
+
+    def filter_indices_by_size(self, indices, max_sizes):
+        return FairseqDataset.filter_indices_by_size(self, indices, max_sizes)
 
     @property
     def supports_prefetch(self):
