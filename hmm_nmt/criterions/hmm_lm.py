@@ -25,7 +25,9 @@ class HMMLanguageModelCriterion(CrossEntropyCriterion):
         mask = target.ne(pad)
         # context positions (--task language_modeling_context): padding targets over real input tokens.
         # The row's tokens are the input shifted by one, with the targets where they are scored.
-        tokens = torch.where(mask, target, F.pad(sample["net_input"]["src_tokens"][:, 1:], (0, 1), value=pad))
+        src = sample["net_input"]["src_tokens"]
+        tokens = torch.where(mask, target, F.pad(src[:, 1:], (0, 1), value=pad)) if src.shape == target.shape \
+            else target
         if bool((tokens.ne(pad) & ~mask).any()):
             ll = (model.conditionals(tokens, tokens.ne(pad)) * mask).sum(1)  # log p(scored | context)
         else:
