@@ -65,7 +65,7 @@ def lm(tmp_path_factory):
     return work
 
 
-COMMON = ["--task", "language_modeling", "--arch", "hmm_lm", "--criterion", "hmm_lm", "--sample-break-mode", "eos",
+COMMON = ["--arch", "hmm_lm", "--criterion", "hmm_lm", "--sample-break-mode", "eos",
           "--tokens-per-sample", "64", "--optimizer", "adam", "--lr", "0.02", "--max-tokens", "1500",
           "--no-epoch-checkpoints", "--required-batch-size-multiple", "1", "--seed", "1", "--num-workers", "0", "--no-progress-bar", "--log-format", "simple",
           "--hmm-embed-dim", "16"]
@@ -77,8 +77,8 @@ def valid_losses(proc):
 
 def test_train_and_eval_lm_agree(lm):
     save = lm / "brown"
-    proc = fairseq("train", str(lm / "bin"), "--user-dir", USER_DIR, *COMMON, "--brown-clusters",
-                   str(lm / "raw" / "brown4.txt"), "--states-per-cluster", "4", "--state-dropout", "0.5",
+    proc = fairseq("train", str(lm / "bin"), "--user-dir", USER_DIR, *COMMON, "--task", "language_modeling",
+                   "--brown-clusters", str(lm / "raw" / "brown4.txt"), "--states-per-cluster", "4", "--state-dropout", "0.5",
                    "--max-epoch", "4", "--save-dir", str(save))
     losses = valid_losses(proc)
     assert len(losses) == 4 and losses[-1] < losses[0] - 0.3, losses
@@ -90,6 +90,137 @@ def test_train_and_eval_lm_agree(lm):
     # eval-lm gathers the gold from the full next-token distribution; training's valid loss is the forward
     assert abs(float(m.group(1)) - losses[-1]) < 2e-3  # 3 decimals printed by training
     assert 1.0 < float(m.group(2)) < 30
+
+
+def eval_lm(lm, checkpoint, *args):
+    """Stock fairseq-eval-lm on the valid split with --output-word-probs: (loss in bits per token, number of
+    tokens scored, {block id: [natural-log probability of each of its tokens]})."""
+    ev = fairseq("eval_lm", str(lm / "bin"), "--user-dir", USER_DIR, "--path", str(checkpoint), "--gen-subset",
+                 "valid", "--max-tokens", "4000", "--num-workers", "0", "--output-word-probs", *args)
+    out = ev.stderr + ev.stdout
+    loss = re.search(r"Loss \(base 2\): ([\d.]+)", out)
+    count = re.search(r"Evaluated ([\d,]+) tokens", out)
+    assert loss and count, out[-2000:]
+    blocks = {int(m.group(1)): [float(v) for v in re.findall(r"\[(-?[\d.]+)\]", m.group(2))]
+              for m in re.finditer(r"fairseq_cli\.eval_lm(?: \| |:)(\d+) (.*)", out)}
+    return float(loss.group(1)), int(count.group(1).replace(",", "")), blocks
+
+
+def test_stream_mode_train_eval_lm_and_context_window(lm):
+    """Stream mode: --sample-break-mode none blocks of L tokens in training (each from the start distribution)
+    and in eval-lm without context (equal losses); with --context-window C eval-lm scores every block after
+    the forward over its C previous stream tokens. The independent oracle is the core's per-token conditionals
+    on (context + block), compared token by token; with C >= the stream length it is one long forward over
+    the whole valid stream."""
+    import math
+
+    import torch
+    from fairseq import checkpoint_utils
+    from fairseq.data import data_utils
+
+    import hmm_nmt  # noqa: F401  (registers hmm_lm for loading the checkpoint)
+
+    L, save = 24, lm / "stream"
+    proc = fairseq("train", str(lm / "bin"), "--user-dir", USER_DIR, *COMMON, "--task", "language_modeling",
+                   "--sample-break-mode", "none",
+                   "--tokens-per-sample", str(L), "--brown-clusters", str(lm / "raw" / "brown4.txt"),
+                   "--states-per-cluster", "4", "--state-dropout", "0.5", "--max-epoch", "2", "--save-dir", str(save))
+    losses = valid_losses(proc)
+    assert len(losses) == 2 and losses[-1] < losses[0], losses
+    ckpt = save / "checkpoint_last.pt"
+
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(ckpt)],
+                                                                    arg_overrides={"data": str(lm / "bin")})
+    hmm = models[0].eval().double().decoder.hmm
+    split = data_utils.load_indexed_dataset(str(lm / "bin" / "valid"), task.dictionary)
+    stream = torch.cat([split[i] for i in range(len(split))])  # sentences with their </s>, as eval-lm reads them
+    N = stream.numel()
+    assert N > 10 * L
+
+    def oracle(C):
+        """log p(y_t | y_[max(0, s - C), t)) for every stream position t of the block [s, s + L)."""
+        out = []
+        for s in range(0, N, L):
+            x = stream[None, max(0, s - C):s + L]
+            out.append(hmm.conditionals(x, torch.ones_like(x, dtype=torch.bool))[0, s - max(0, s - C):])
+        return torch.cat(out)
+
+    def bits(logp):
+        return -logp.sum().item() / N / math.log(2)
+
+    x = stream[None]
+    exact = hmm.conditionals(x, torch.ones_like(x, dtype=torch.bool))[0]
+    torch.testing.assert_close(oracle(N), exact, rtol=0, atol=1e-12)
+    assert bits(oracle(0)) - bits(exact) > 5e-3  # carrying the state matters on this data
+    for C in (0, 1, N):
+        args = ("--tokens-per-sample", str(L + C), "--context-window", str(C)) if C else ("--tokens-per-sample", str(L),)
+        loss, n, blocks = eval_lm(lm, ckpt, "--sample-break-mode", "none", *args)
+        got = torch.tensor([p for b in sorted(blocks) for p in blocks[b]], dtype=torch.float64)
+        assert n == N and sorted(blocks) == list(range(len(blocks))) and got.numel() == N
+        # eval-lm's float32 next-token distribution, 6 printed decimals
+        torch.testing.assert_close(got, oracle(C), rtol=0, atol=1e-4)
+        assert abs(loss - bits(oracle(C))) < 2e-4  # 4 printed decimals
+        if C == 0:  # every block from the start distribution, as training's validation scores it (3 decimals)
+            assert abs(loss - losses[-1]) < 2e-3
+    print(f"stream valid bits/token: restart {bits(oracle(0)):.4f}, context 1 {bits(oracle(1)):.4f}, "
+          f"whole stream {bits(exact):.4f}")
+
+
+def test_block_context_items_are_the_stream_before_each_block(lm):
+    """--task language_modeling_context --block-context C: every block's item is its C previous stream
+    tokens (fewer at the start, with fairseq's </s> shift) then the block; the context targets are padding."""
+    import numpy as np
+    import torch
+    from fairseq import options, tasks
+    from fairseq.data import data_utils
+
+    L, C = 24, 5
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, [str(lm / "bin"), "--user-dir", USER_DIR, "--task",
+                                                "language_modeling_context", "--sample-break-mode", "none",
+                                                "--tokens-per-sample", str(L), "--block-context", str(C),
+                                                "--arch", "hmm_lm"])
+    task = tasks.setup_task(args)
+    ds = task.load_dataset("valid")
+    split = data_utils.load_indexed_dataset(str(lm / "bin" / "valid"), task.dictionary)
+    stream = torch.cat([split[i] for i in range(len(split))])
+    shifted = torch.cat([stream.new([task.dictionary.eos()]), stream])  # fairseq's source: stream shifted by 1
+    pad = task.dictionary.pad()
+    assert len(ds) == -(-stream.numel() // L) and task.max_positions() == L + C
+    for i in range(len(ds)):
+        item, s = ds[i], i * L
+        e, c = min(s + L, stream.numel()), min(s, C)
+        assert torch.equal(item["target"], torch.cat([torch.full((c,), pad), stream[s:e]]))
+        assert torch.equal(item["source"], shifted[s - c:e]) and ds.size(i) == e - s + c
+    batch = ds.collater([ds[i] for i in (3, 0, 1)])
+    assert batch["target"].shape == batch["net_input"]["src_tokens"].shape == (3, L + C)
+    # --max-tokens counts the context too
+    batches = ds.batch_by_size(np.arange(1, len(ds) - 1), max_tokens=3 * (L + C) - 1)  # 3 rows without context
+    assert max(len(b) for b in batches) == 2 and sum(len(b) for b in batches) == len(ds) - 2
+    parser = options.get_training_parser()
+    bad = options.parse_args_and_arch(parser, [str(lm / "bin"), "--user-dir", USER_DIR, "--task",
+                                               "language_modeling_context", "--sample-break-mode", "eos",
+                                               "--block-context", str(C), "--arch", "hmm_lm"])
+    with pytest.raises(ValueError, match="--block-context needs --sample-break-mode none"):
+        tasks.setup_task(bad).load_dataset("valid")
+
+
+def test_block_context_training_validates_like_eval_lm_context_window(lm):
+    """Training and validation with --block-context C score log p(block | C previous tokens), which is what
+    stock fairseq-eval-lm --context-window C reports (and differs from the blocks restarted)."""
+    L, C, save = 24, 3, lm / "context"
+    proc = fairseq("train", str(lm / "bin"), "--user-dir", USER_DIR, *COMMON, "--task", "language_modeling_context",
+                   "--block-context", str(C), "--sample-break-mode", "none", "--tokens-per-sample", str(L),
+                   "--brown-clusters", str(lm / "raw" / "brown4.txt"), "--states-per-cluster", "4",
+                   "--state-dropout", "0.5", "--max-epoch", "2", "--save-dir", str(save))
+    losses = valid_losses(proc)
+    assert len(losses) == 2 and losses[-1] < losses[0], losses
+    ckpt = save / "checkpoint_last.pt"
+    window, _, _ = eval_lm(lm, ckpt, "--sample-break-mode", "none", "--tokens-per-sample", str(L + C),
+                           "--context-window", str(C))
+    restart, _, _ = eval_lm(lm, ckpt, "--sample-break-mode", "none", "--tokens-per-sample", str(L))
+    assert abs(window - losses[-1]) < 2e-3 and restart - window > 1e-2, (losses, window, restart)
+    print(f"--block-context {C}: valid {losses[-1]:.3f}, eval-lm window {window:.4f}, restarted {restart:.4f}")
 
 
 def test_vlhmm_tagger_trains_and_tags(lm):

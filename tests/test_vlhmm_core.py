@@ -149,6 +149,26 @@ def test_next_token_distribution_is_normalised_and_matches_the_forward(constrain
     torch.testing.assert_close(gold, model.log_likelihood(x, mask), rtol=0, atol=1e-10)
 
 
+@pytest.mark.parametrize("constraint,param", CASES[:3])
+def test_per_token_conditionals_sum_to_the_likelihood_and_match_prefix_differences(constraint, param):
+    """Stream mode's quantity: log p(x_t | x_<t) from the filter (padded batch) == the gold entries of the
+    next-token distribution == log p(x_<=t) - log p(x_<t) of the dense model on every prefix (independent
+    of the blocked code), and the sum over t == log p(x)."""
+    model = make_model(constraint=constraint, param=param)
+    x, mask = sentences(lengths=(7, 3, 1, 5))
+    cond = model.conditionals(x, mask)
+    assert cond.shape == x.shape and (cond[~mask] == 0).all() and (cond[mask] < 0).all()
+    torch.testing.assert_close(cond.sum(1), model.log_likelihood(x, mask), rtol=0, atol=1e-10)
+    gold = model.predictive(x, mask).gather(2, x[..., None]).squeeze(-1).masked_fill(~mask, 0)
+    torch.testing.assert_close(cond, gold, rtol=0, atol=1e-10)
+    log_start, log_trans, log_emit = paper_dense(model, torch.arange(model.constraints.num_states))
+    for b in range(x.size(0)):
+        prefix = [0.0] + [dense_log_likelihood(log_start, log_trans, log_emit, x[b, :t]).item()
+                          for t in range(1, int(mask[b].sum()) + 1)]
+        diffs = torch.tensor(prefix[1:], dtype=cond.dtype) - torch.tensor(prefix[:-1], dtype=cond.dtype)
+        torch.testing.assert_close(cond[b, mask[b]], diffs, rtol=0, atol=1e-10)
+
+
 def test_potentials_grow_with_k_squared_not_with_the_state_count():
     x, mask = sentences(V=40)
     shapes = []

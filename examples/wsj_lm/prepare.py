@@ -1,11 +1,21 @@
 #!/usr/bin/env python
-"""WSJ text of CoNLL-2000 (sections 15-18) prepared like Mikolov's Penn Treebank LM data.
+"""Language-model text prepared like Mikolov's Penn Treebank LM data, from the WSJ text of CoNLL-2000
+(sections 15-18, the default) or from the English side of Multi30k (``--multi30k DIR``).
 
-Reads the first column of the CoNLL file, one sentence per line, and applies the PTB-LM conventions:
-lower-case, numbers -> ``N``, punctuation tokens removed (Mikolov's PTB keeps no , . `` '' ( ) : ; -- ? !
-but keeps $ % & # and the clitics 's n't), at most ``--vocab`` types including ``<unk>`` (the most frequent
-in the training split), rarer words -> ``<unk>``. Splits are contiguous (articles stay together):
-the first sentences for train, then dev, then test (``--dev-fraction`` / ``--test-fraction``).
+Sources:
+
+* ``--conll FILE``: the first column of the CoNLL file, one sentence per line. Splits are contiguous
+  (articles stay together): the first sentences for train, then dev, then test (``--dev-fraction`` /
+  ``--test-fraction``).
+* ``--multi30k DIR``: the official lowercased, normalised, Moses-tokenised English files
+  ``{train,val,test_2016_flickr}.lc.norm.tok.en`` (plain or .gz, in DIR or DIR/tok, the layout of the
+  official data/task1), whose splits are kept (val -> valid, test_2016_flickr -> test). Moses' XML
+  escapes (``&apos;s``, ``&quot;``, ``&amp;``) are undone first, so the clitics and symbols are the PTB's.
+
+Both then get the PTB-LM conventions: lower-case, numbers -> ``N``, punctuation tokens removed (Mikolov's
+PTB keeps no , . `` '' " ( ) [ ] : ; -- ? ! but keeps $ % & # and the clitics 's n't), at most ``--vocab``
+types including ``<unk>`` (the most frequent in the training split), rarer words -> ``<unk>``; sentences
+left empty are dropped.
 Optionally (``--brown-clusters M``) Brown clusters of the training text with the ``brown-clustering``
 package (words seen at least ``--brown-min-count`` times; rarer ones then join their likeliest cluster), written as ``word cluster`` lines for ``--brown-clusters`` of ``--arch hmm_lm``.
 
@@ -13,13 +23,14 @@ Writes ``OUT/{train,valid,test}.txt`` and ``OUT/brown{M}.txt``; prints the stati
 """
 import argparse
 import gzip
+import html
 import os
 import re
 import sys
 from collections import Counter
 
 PUNCT = {",", ".", "``", "''", "`", "'", "(", ")", "-LRB-", "-RRB-", "-LCB-", "-RCB-", "{", "}", ":", ";", "--",
-         "?", "!", "...", "-"}
+         "?", "!", "...", "-", '"', "[", "]", "-LSB-", "-RSB-"}
 NUMBER = re.compile(r"^[+-]?(\d+([.,\\/:-]\d+)*|\.\d+)(s|th|st|nd|rd)?$")
 
 
@@ -40,6 +51,31 @@ def read_sentences(path):
     if cur:
         sents.append(cur)
     if not sents:
+        raise ValueError(f"{path}: no sentences")
+    return sents
+
+
+MULTI30K_SPLITS = {"train": "train", "valid": "val", "test": "test_2016_flickr"}
+
+
+def multi30k_file(directory, split, lang="en"):
+    """Path of the official ``<split>.lc.norm.tok.<lang>`` file (plain or .gz, in DIR/tok or DIR)."""
+    name = f"{MULTI30K_SPLITS[split]}.lc.norm.tok.{lang}"
+    tried = []
+    for d in (os.path.join(directory, "tok"), directory):
+        for f in (os.path.join(d, name), os.path.join(d, name + ".gz")):
+            if os.path.isfile(f):
+                return f
+            tried.append(f)
+    raise FileNotFoundError(f"--multi30k {directory}: no {split} file (looked for {', '.join(tried)})")
+
+
+def read_tokenized(path):
+    """One whitespace-tokenised sentence per line; Moses' XML escapes undone (``&apos;s`` -> ``'s``)."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        sents = [[html.unescape(w) for w in line.split()] for line in f]
+    if not any(sents):
         raise ValueError(f"{path}: no sentences")
     return sents
 
@@ -98,8 +134,11 @@ def brown_clusters(sentences, m, min_count):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--conll", default=os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data",
-                                                    "conll2000", "train.txt.gz"))
+    src = ap.add_mutually_exclusive_group()
+    src.add_argument("--conll", default=os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data",
+                                                     "conll2000", "train.txt.gz"),
+                     help="CoNLL file whose first column is the WSJ text (default: the shared CoNLL-2000 train)")
+    src.add_argument("--multi30k", metavar="DIR", help="Multi30k task 1 directory: its English side, official splits")
     ap.add_argument("--out", required=True)
     ap.add_argument("--vocab", type=int, default=10000, help="types kept, <unk> included")
     ap.add_argument("--dev-fraction", type=float, default=0.1)
@@ -108,13 +147,20 @@ def main(argv=None):
     ap.add_argument("--brown-min-count", type=int, default=8,
                     help="words seen this often are Brown-clustered, rarer ones assigned to a cluster after")
     args = ap.parse_args(argv)
-    if not os.path.isfile(args.conll):
-        sys.exit(f"error: --conll {args.conll}: no such file")
-    sents = [s for s in (ptb_normalize(x) for x in read_sentences(args.conll)) if s]
-    n = len(sents)
-    n_test, n_dev = int(round(n * args.test_fraction)), int(round(n * args.dev_fraction))
-    splits = {"train": sents[: n - n_dev - n_test], "valid": sents[n - n_dev - n_test: n - n_test],
-              "test": sents[n - n_test:]}
+    if args.multi30k:
+        try:
+            splits = {name: [s for s in (ptb_normalize(x) for x in read_tokenized(multi30k_file(args.multi30k, name)))
+                             if s] for name in MULTI30K_SPLITS}
+        except (OSError, ValueError) as e:
+            sys.exit(f"error: {e}")
+    else:
+        if not os.path.isfile(args.conll):
+            sys.exit(f"error: --conll {args.conll}: no such file")
+        sents = [s for s in (ptb_normalize(x) for x in read_sentences(args.conll)) if s]
+        n = len(sents)
+        n_test, n_dev = int(round(n * args.test_fraction)), int(round(n * args.dev_fraction))
+        splits = {"train": sents[: n - n_dev - n_test], "valid": sents[n - n_dev - n_test: n - n_test],
+                  "test": sents[n - n_test:]}
     counts = Counter(w for s in splits["train"] for w in s)
     keep = {w for w, _ in counts.most_common(args.vocab - 1)}
     os.makedirs(args.out, exist_ok=True)

@@ -95,19 +95,21 @@ def _uniform_init(log_G, shape):
     return log_G.new_full((log_G.size(0),) + tuple(shape), -math.log(n))
 
 
-def chain_forward(log_G, log_init=None, mask=None):
+def chain_forward(log_G, log_init=None, mask=None, return_steps=False):
     """Normalised forward of the order-1 chain.
 
     ``log_G`` (B, T, N, N) log-potentials ``[b, t, j, i]`` (j at t-1, i at t); ``log_init`` (N,) or
     (B, N) weights of the virtual state ``x_{-1}`` (default uniform). Returns ``(log_alpha, log_Z)``:
     log_alpha (B, T, N) normalised over the states at every t, and log_Z (B,) the log total weight of all
-    paths (for the classic HMM potentials: ``log p(y)``).
+    paths (for the classic HMM potentials: ``log p(y)``). ``return_steps`` adds the per-step normalisers
+    log c (B, T) (0 at padding), log_Z = sum_t log c_t; with normalised HMM potentials and init,
+    log c_t = log p(y_t | y_<t), the filter's one-step-ahead conditional.
     """
     B, T, N, _ = log_G.shape
     mask = _check_mask(mask, B, T)
     a = _uniform_init(log_G, (N,)) if log_init is None else log_init.expand(B, N)
     log_Z = log_G.new_zeros(B)
-    out = []
+    out, cs = [], []
     steps = log_G.unbind(1)  # one UnbindBackward, not T slice-backwards each the size of log_G
     for t in range(T):
         s = torch.logsumexp(a.unsqueeze(-1) + steps[t], dim=1)
@@ -119,7 +121,10 @@ def chain_forward(log_G, log_init=None, mask=None):
             c = torch.where(m, c, torch.zeros_like(c))
         log_Z = log_Z + c.squeeze(-1)
         out.append(s)
+        cs.append(c.squeeze(-1))
         a = s
+    if return_steps:
+        return torch.stack(out, dim=1), log_Z, torch.stack(cs, dim=1)
     return torch.stack(out, dim=1), log_Z
 
 

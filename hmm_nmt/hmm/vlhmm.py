@@ -407,6 +407,16 @@ class VLHMM(nn.Module):
         log_G, _ = self.potentials(x, mask, r, bp, extra)
         return chain_forward(log_G, self._init(log_G), mask)[1]
 
+    def conditionals(self, x: Tensor, mask: Tensor, r: Optional[Restriction] = None, bp=None) -> Tensor:
+        """log p(x_t | x_<t) (B, T) of right-padded sequences (0 at padding): the per-step normalisers of
+        the forward filter, O(T n^2), summing over t to :meth:`log_likelihood`. They are the gold entries
+        of :meth:`predictive`. Stream mode rests on them: the conditionals of a block's tokens in a forward
+        over (context + block) are log p(block | context), the state at the block start being the one
+        carried through the context."""
+        r = self.restrict() if r is None else r
+        log_G, _ = self.potentials(x, mask, r, bp)
+        return chain_forward(log_G, self._init(log_G), mask, return_steps=True)[2]
+
     def posteriors(self, x, mask, r=None, bp=None, extra=None):
         """Explicit forward-backward: (log p(z_t = C_t[j] | x) (B, T, n), log p(x) (B,))."""
         r = self.restrict() if r is None else r

@@ -4,9 +4,19 @@ Train with ``--task language_modeling --criterion hmm_lm`` (exact -log p(x) by t
 dropout in training); score with stock ``fairseq-eval-lm``: the decoder returns the whole next-token
 distribution log p(x_t = v | x_<t) (B, T, V), computed from the filtered state (see
 :meth:`hmm_nmt.hmm.vlhmm.VLHMM.predictive`), so eval-lm's gather of the gold is the exact HMM
-perplexity. Every block starts from the start distribution (sentence mode: ``--sample-break-mode eos``;
-with ``none`` the state is not carried across blocks). The first input token (fairseq's EOS/BOS shift)
-only marks the start.
+perplexity. The first input token of a row (fairseq's shift: EOS, or the previous block's last token)
+only marks the start: the forward runs from the start distribution over the rest of the row.
+
+* Sentence mode (``--sample-break-mode eos``): every sentence from the start distribution.
+* Stream mode (``--sample-break-mode none --tokens-per-sample L``): training scores every L-token block of
+  the stream from the start distribution (fairseq shuffles the blocks, so nothing can be carried between
+  batches). ``fairseq-eval-lm --context-window C`` prepends the C previous stream tokens to every block and
+  ignores their scores: the forward over the context carries the filtered state to the block start, so each
+  block is scored by log p(block | its C previous tokens) (exactly the one long forward over the whole
+  stream when C covers it; tested). Without ``--context-window`` eval-lm scores like training's validation.
+  ``--task language_modeling_context --block-context C`` gives every training (and validation) block its
+  C previous stream tokens as unscored context instead, the same quantity as eval-lm's window.
+  Details: docs/vlhmm.md, "Stream mode".
 
 Options: ``--num-states`` |Z| or ``--states-per-cluster`` k (|Z| = m k, m = clusters of the word
 partition), ``--brown-clusters FILE`` (lines ``word cluster``, e.g. from ``examples/wsj_lm``),
@@ -79,7 +89,9 @@ class HMMDecoder(FairseqDecoder):
         return lp if log_probs else lp.exp()
 
     def max_positions(self):
-        return self.args.tokens_per_sample if getattr(self.args, "tokens_per_sample", None) else int(1e6)
+        # no positional limit: a smaller value would make eval-lm silently drop longer blocks
+        # (it filters with ignore_invalid_inputs); training is bounded by the task's --tokens-per-sample
+        return int(1e6)
 
 
 @register_model("hmm_lm")
@@ -118,6 +130,12 @@ class HMMLanguageModel(FairseqLanguageModel):
         hmm = self.decoder.hmm
         r = hmm.restrict(self.decoder.args.state_dropout if self.training else 0.0)
         return hmm.log_likelihood(tokens, mask, r)
+
+    def conditionals(self, tokens, mask):
+        """log p(x_t | x_<t) (B, T) of right-padded rows (0 at padding); state dropout as above."""
+        hmm = self.decoder.hmm
+        r = hmm.restrict(self.decoder.args.state_dropout if self.training else 0.0)
+        return hmm.conditionals(tokens, mask, r)
 
 
 @register_model_architecture("hmm_lm", "hmm_lm")
