@@ -24,7 +24,8 @@ setup(
         "tqdm",
     ],
     extras_require={
-        "test": ["pytest>=7", "torch-struct", "nltk>=3.8"],  # nltk: the 5-gram oracle of test_bench_lm
+        # nltk: the 5-gram oracle of test_bench_lm; brown-clustering: the LM recipes run for real in the tests
+        "test": ["pytest>=7", "torch-struct", "nltk>=3.8", "brown-clustering>=0.1.6"],
         "baselines": ["eflomal>=2.0", "systran-align>=3.5"],
         # examples/wsj_lm (Brown clusters) and scripts/bench_lm.py (Kneser-Ney 5-gram)
         "lm": ["brown-clustering>=0.1.6", "nltk>=3.8"],
