@@ -46,6 +46,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from tqdm import tqdm
@@ -1056,6 +1057,10 @@ def run_seeds(args, seeds):
     return summary
 
 
+def _interrupt_on_sigterm(signum, frame):
+    raise KeyboardInterrupt  # kill / a batch system's TERM: stop the fairseq child cleanly, as on Ctrl-C
+
+
 def main(argv=None):
     args = get_parser().parse_args(argv)
     for name in ("max_update", "max_tokens", "embed_dim", "ffn_dim", "layers", "heads", "beam", "gen_batch_size",
@@ -1073,6 +1078,8 @@ def main(argv=None):
         print(f"benchmark_translation.py: error: --tune-lenpen expects comma-separated numbers, got "
               f"'{args.tune_lenpen}'", file=sys.stderr)
         return 2
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
     try:
         seeds = parse_seeds(args.seeds)
         if seeds:

@@ -115,3 +115,48 @@ def test_quality_ablation_recipe_runs_one_variant(tmp_path):
     assert "transformer_dhmm_first_order" in log and "num_updates: 2 >= max_update: 2" in log
     hyps = (tmp_path / "q" / "first-order-s3" / "hyp.valid").read_text().splitlines()
     assert len(hyps) == 20  # every dev sentence decoded, in order
+
+
+def _processes_mentioning(text):
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if text.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:  # gone meanwhile
+            pass
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc to list processes")
+def test_sigterm_stops_the_fairseq_child(tmp_path):
+    """kill (TERM) of the benchmark must not leave its fairseq-train child running (it did: only Ctrl-C
+    was handled), and the run stays resumable (exit 130 like Ctrl-C)."""
+    import signal
+    import time
+    data = toy_data(tmp_path)
+    out = tmp_path / "bench"
+    proc = subprocess.Popen(
+        [sys.executable, BENCH, "--data", str(data), "--out", str(out), "--models", "transformer",
+         "--embed-dim", "16", "--ffn-dim", "32", "--layers", "1", "--heads", "2", "--max-tokens", "500",
+         "--max-update", "100000", "--log-interval", "1", "--threads", "1", "--no-plots"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env(), cwd=ROOT)
+    log = out / "de-en" / "transformer" / "train.log"
+    ckpts = str(out / "de-en" / "transformer" / "checkpoints")
+    try:
+        deadline = time.time() + 300
+        while not (log.exists() and "train_inner" in log.read_text()):
+            assert proc.poll() is None and time.time() < deadline, proc.stdout.read()[-3000:]
+            time.sleep(0.5)
+        assert _processes_mentioning(ckpts)  # fairseq-train is up
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == 130
+        assert "interrupted; run the same command again to resume" in proc.stdout.read()
+        assert _processes_mentioning(ckpts) == []
+    finally:  # a failure must not leave a training behind
+        for pid in _processes_mentioning(ckpts) + ([proc.pid] if proc.poll() is None else []):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass

@@ -51,5 +51,5 @@ exec "$PYTHON" "$REPO/scripts/benchmark_translation.py" \
   --embed-dim 128 --ffn-dim 512 --layers 2 --heads 4 \
   --max-tokens 2048 --lr 2e-3 --warmup-updates 200 --dropout 0.3 --label-smoothing 0.1 --seed 1 \
   --max-update 2000 --validate-interval-updates 250 \
-  --beam 5 --tune-lenpen 0.6,0.8,1.0,1.2,1.4 --generate-args "--max-len-a 1.5 --max-len-b 10" \
+  --beam 5 --tune-lenpen 0.6,0.8,1.0,1.2,1.4,1.7,2.0 --generate-args "--max-len-a 1.5 --max-len-b 10" \
   "$@"
