@@ -54,6 +54,15 @@ from tqdm import tqdm
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 USER_DIR = os.path.join(REPO, "hmm_nmt")
+
+
+def task_args(eos_penalty=0.0):
+    """fairseq-generate's task flags: the stock translation task, or hmm_nmt's with an EOS penalty."""
+    if not eos_penalty:
+        return ["--task", "translation"]
+    return ["--task", "translation_eos_penalty", "--eos-penalty", repr(float(eos_penalty))]
+
+
 INSTRUMENT = os.path.join(HERE, "fairseq_instrumented.py")
 
 SLOTS = {
@@ -421,12 +430,12 @@ class Benchmark:
             cmd.append("--fp16")
         return cmd + c["extra_args"] + shlex.split(a.train_args or "")
 
-    def generate_args(self, direction, slot, checkpoint, lenpen=None):
+    def generate_args(self, direction, slot, checkpoint, lenpen=None, eos_penalty=0.0):
         a = self.args
         src, tgt = direction.split("-")
         cmd = [
             os.path.join(self.data, self.prep["directions"][direction]),
-            "--user-dir", USER_DIR, "--task", "translation", "--source-lang", src, "--target-lang", tgt,
+            "--user-dir", USER_DIR, *task_args(eos_penalty), "--source-lang", src, "--target-lang", tgt,
             "--path", checkpoint, "--gen-subset", "test",
             "--beam", str(a.beam), "--lenpen", str(a.lenpen if lenpen is None else lenpen),
             "--batch-size", str(a.gen_batch_size),
@@ -477,7 +486,7 @@ class Benchmark:
         path = os.path.join(self.out, "benchmark.json")
         cfg = {k: v for k, v in vars(self.args).items()
                if k not in ("out", "directions", "models", "python", "no_plots", "generate_args", "beam",
-                            "lenpen", "tune_lenpen", "lenpen_grid", "gen_batch_size", "threads", "num_workers",
+                            "lenpen", "tune_lenpen", "lenpen_grid", "tune_eos_penalty", "eos_penalty_grid", "gen_batch_size", "threads", "num_workers",
                             "log_interval")}
         cfg["data_config"] = self.prep["config"]
         if os.path.exists(path):
@@ -724,33 +733,42 @@ class Benchmark:
         return out, f"average of the {len(kept)} best on validation"
 
     def tune_lenpen(self, direction, slot, ckpt, pos):
-        """``--tune-lenpen``: the lenpen of the best dev BLEU (one n-best beam search of valid, re-ranked:
-        scripts/tune_lenpen.py); ``(--lenpen, None)`` without it."""
+        """``--tune-lenpen`` / ``--tune-eos-penalty``: the (lenpen, EOS penalty) of the best dev BLEU (one n-best
+        beam search of valid per EOS penalty, re-ranked: scripts/tune_lenpen.py); ``(--lenpen, 0, None)``
+        without them."""
         a = self.args
-        if not a.tune_lenpen:
-            return a.lenpen, None
+        if not (a.lenpen_grid or a.eos_penalty_grid):
+            return a.lenpen, 0.0, None
         jdir = self.job_dir(direction, slot)
         path = os.path.join(jdir, "lenpen.json")
         key = {"checkpoint": ckpt, "grid": a.tune_lenpen, "beam": a.beam, "generate_args": a.generate_args}
+        if a.eos_penalty_grid:
+            key["eos_penalty_grid"] = a.eos_penalty_grid
+            if not a.lenpen_grid:
+                key["lenpen"] = a.lenpen
         if os.path.exists(path) and read_json(path)["key"] == key:
             doc = read_json(path)
-            return doc["lenpen"], doc["rows"]
+            return doc["lenpen"], doc.get("eos_penalty", 0.0), doc["rows"]
         import tune_lenpen  # lazy: it imports this module's helpers
 
-        say(f"[{pos}] {direction} {slot}: choosing lenpen on valid from {a.tune_lenpen} (one {a.beam}-best search)")
+        eos_grid = a.eos_penalty_grid or [0.0]
+        lenpens = a.lenpen_grid or [a.lenpen]
+        say(f"[{pos}] {direction} {slot}: choosing lenpen {lenpens} x EOS penalty {eos_grid} on valid "
+            f"({len(eos_grid)} {a.beam}-best search(es))")
         opts = argparse.Namespace(data=self.data, prep=self.prep, checkpoint=ckpt, subset="valid",
                                   direction=direction, beam=a.beam, batch_size=a.gen_batch_size,
                                   generate_args=a.generate_args, threads=a.threads or 1, python=self.python,
-                                  lenpen=a.lenpen_grid, metric="bleu")
+                                  lenpen=lenpens, eos_penalty=eos_grid, metric="bleu")
         rows, chosen, _ = tune_lenpen.tune(opts)
-        write_json(path, {"key": key, "lenpen": chosen, "rows": rows})
-        return chosen, rows
+        eos_penalty = tune_lenpen.chosen_row(rows)["eos_penalty"]
+        write_json(path, {"key": key, "lenpen": chosen, "eos_penalty": eos_penalty, "rows": rows})
+        return chosen, eos_penalty, rows
 
     def decode(self, direction, slot, pos):
         jdir = self.job_dir(direction, slot)
         ckpt, how = self.select_checkpoint(direction, slot)
-        lenpen, dev_rows = self.tune_lenpen(direction, slot, ckpt, pos)
-        args = self.generate_args(direction, slot, ckpt, lenpen)
+        lenpen, eos_penalty, dev_rows = self.tune_lenpen(direction, slot, ckpt, pos)
+        args = self.generate_args(direction, slot, ckpt, lenpen, eos_penalty)
         tgt = direction.split("-")[1]
         refs = read_lines(os.path.join(self.data, self.prep["references"]["test"][tgt]))
         hyp_path = os.path.join(jdir, "test.hyp")
@@ -772,7 +790,7 @@ class Benchmark:
             atomic_write(hyp_path, "".join(h + "\n" for h in hyps))
             stats = read_json(stats_path)
             done = {"fairseq_args": args, "checkpoint": ckpt, "checkpoint_selection": how, "lenpen": lenpen,
-                    "lenpen_dev": dev_rows,
+                    "eos_penalty": eos_penalty, "lenpen_dev": dev_rows,
                     "wall_seconds": time.time() - t0, **speed,
                     "peak_decode_rss_bytes": stats.get("max_rss_bytes"),
                     "peak_decode_cuda_bytes": stats.get("cuda_max_allocated_bytes")}
@@ -809,7 +827,8 @@ class Benchmark:
                    "extra_args": c["extra_args"], "direction": direction, **summary,
                    "checkpoint": os.path.relpath(done["checkpoint"], self.out),
                    "checkpoint_selection": done["checkpoint_selection"],
-                   "lenpen": done.get("lenpen", self.args.lenpen), "lenpen_dev": done.get("lenpen_dev"),
+                   "lenpen": done.get("lenpen", self.args.lenpen), "eos_penalty": done.get("eos_penalty", 0.0),
+                   "lenpen_dev": done.get("lenpen_dev"),
                    **{k: done[k] for k in ("decode_sentences", "decode_tokens", "decode_seconds",
                                            "decode_sentences_per_second", "decode_tokens_per_second",
                                            "peak_decode_rss_bytes", "peak_decode_cuda_bytes")},
@@ -884,7 +903,8 @@ def markdown_table(rows):
                  f"{r['best_valid_nll_loss']:.3f}",
                  f"{r['train_tokens_per_second']:,.0f}" if r["train_tokens_per_second"] else "n/a",
                  f"{r['decode_sentences_per_second']:.2f}", f"{r['decode_tokens_per_second']:,.1f}",
-                 _mib(tr_mem), _mib(de_mem), f"{r['train_wall_seconds'] / 60:.1f}", f"{r.get('lenpen', 1.0):g}"]
+                 _mib(tr_mem), _mib(de_mem), f"{r['train_wall_seconds'] / 60:.1f}", f"{r.get('lenpen', 1.0):g}"
+                 + (f" (EOS penalty {r['eos_penalty']:g})" if r.get("eos_penalty") else "")]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -1006,6 +1026,10 @@ def get_parser():
     g.add_argument("--tune-lenpen", default="", metavar="GRID",
                    help="choose each model's lenpen on valid (best BLEU) among these comma-separated values, e.g. "
                         "0.6,0.8,1.0,1.2,1.4 (one n-best search per model: scripts/tune_lenpen.py); overrides --lenpen")
+    g.add_argument("--tune-eos-penalty", default="", metavar="GRID",
+                   help="also choose an EOS penalty on valid (--task translation_eos_penalty: it lengthens the "
+                        "search itself, which lenpen cannot), jointly with --tune-lenpen's grid, e.g. 0,1,2,3,4 "
+                        "(one n-best search per value)")
     g.add_argument("--gen-batch-size", type=int, default=128)
     g.add_argument("--generate-args", default="", help="extra fairseq-generate arguments")
     g = p.add_argument_group("execution")
@@ -1072,12 +1096,17 @@ def main(argv=None):
         print("benchmark_translation.py: error: --budget-minutes, --threads and --num-workers must be >= 0",
               file=sys.stderr)
         return 2
-    try:
-        args.lenpen_grid = [float(x) for x in args.tune_lenpen.split(",") if x.strip()]
-    except ValueError:
-        print(f"benchmark_translation.py: error: --tune-lenpen expects comma-separated numbers, got "
-              f"'{args.tune_lenpen}'", file=sys.stderr)
-        return 2
+    for flag, grid in (("--tune-lenpen", "lenpen_grid"), ("--tune-eos-penalty", "eos_penalty_grid")):
+        text = getattr(args, flag[2:].replace("-", "_"))
+        try:
+            setattr(args, grid, [float(x) for x in text.split(",") if x.strip()])
+        except ValueError:
+            print(f"benchmark_translation.py: error: {flag} expects comma-separated numbers, got '{text}'",
+                  file=sys.stderr)
+            return 2
+        if not all(math.isfinite(x) for x in getattr(args, grid)):
+            print(f"benchmark_translation.py: error: {flag}: values must be finite, got '{text}'", file=sys.stderr)
+            return 2
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
     try:

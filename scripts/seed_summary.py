@@ -16,6 +16,7 @@ METRICS = [  # (key in a results row, column title, format)
     ("train_tokens_per_second", "train tok/s", "{:,.0f}"),
     ("train_minutes", "train min", "{:.1f}"),
     ("lenpen", "lenpen", "{:.2f}"),
+    ("eos_penalty", "EOS penalty", "{:.2f}"),
 ]
 
 

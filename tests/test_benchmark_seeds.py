@@ -67,7 +67,7 @@ def test_benchmark_two_seeds_on_toy_data(tmp_path):
            "--seeds", "1,2", "--embed-dim", "16", "--ffn-dim", "32", "--layers", "1", "--heads", "2",
            "--max-tokens", "500", "--lr", "1e-3", "--warmup-updates", "5", "--max-update", "6",
            "--validate-interval-updates", "3", "--threads", "1", "--gen-batch-size", "20", "--no-plots",
-           "--generate-args", "--max-len-b 10", "--tune-lenpen", "0.5,1.5"]
+           "--generate-args", "--max-len-b 10", "--tune-lenpen", "0.5,1.5", "--tune-eos-penalty", "0,1"]
     run(cmd)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["seeds"] == [1, 2]
@@ -86,11 +86,17 @@ def test_benchmark_two_seeds_on_toy_data(tmp_path):
         fa = json.loads((out / f"seed-{s}" / "de-en" / "dhmm0" / "train_command.json").read_text())["fairseq_args"]
         assert fa[fa.index("--seed") + 1] == str(s)
         for r in json.loads((out / f"seed-{s}" / "results.json").read_text())["results"]["de-en"]:
-            # --tune-lenpen: the dev-best of the grid, and the test set decoded with it
-            dev = {d["lenpen"]: d["bleu"] for d in r["lenpen_dev"]}
-            assert set(dev) == {0.5, 1.5} and dev[r["lenpen"]] == max(dev.values())
+            # --tune-lenpen x --tune-eos-penalty: the dev-best pair of the grid, and the test set decoded with it
+            dev = {(d["eos_penalty"], d["lenpen"]): d["bleu"] for d in r["lenpen_dev"]}
+            assert set(dev) == {(0.0, 0.5), (0.0, 1.5), (1.0, 0.5), (1.0, 1.5)}
+            assert dev[(r["eos_penalty"], r["lenpen"])] == max(dev.values())
             ga = json.loads((out / f"seed-{s}" / "de-en" / r["slot"] / "decode_done.json").read_text())["fairseq_args"]
             assert ga[ga.index("--lenpen") + 1] == str(r["lenpen"])
+            task = ga[ga.index("--task") + 1]
+            if r["eos_penalty"]:
+                assert task == "translation_eos_penalty" and float(ga[ga.index("--eos-penalty") + 1]) == 1.0
+            else:
+                assert task == "translation" and "--eos-penalty" not in ga
     md = (out / "summary.md").read_text()
     assert "±" in md and "seed-1/results.md" in md
     # a rerun finds every stage done and rewrites the same summary

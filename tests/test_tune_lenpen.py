@@ -62,3 +62,23 @@ def test_rerank_equals_decoding_with_each_lenpen(tmp_path):
     assert bad.returncode == 2 and "no prepare.json" in bad.stderr
     bad = run([sys.executable, TUNE, "--data", str(data), "--checkpoint", str(tmp_path / "nope.pt")], check=False)
     assert bad.returncode == 2 and "nope.pt: no such file" in bad.stderr
+
+    # --eos-penalty: each value is one real search under --task translation_eos_penalty, re-ranked per lenpen
+    stock = generate(data, ckpt, tmp_path / "stock.out", "--nbest", "5")
+    zero = generate(data, ckpt, tmp_path / "zero.out", "--nbest", "5", "--task", "translation_eos_penalty",
+                    "--eos-penalty", "0")
+    assert stock.read_text() == zero.read_text()
+    pen = tune_lenpen.parse_nbest(generate(data, ckpt, tmp_path / "pen.out", "--nbest", "5", "--task",
+                                           "translation_eos_penalty", "--eos-penalty", "2.0"), 20)
+    assert [[h[0] for h in x] for x in pen] != [[h[0] for h in x] for x in nbest]  # the search itself changed
+    proc = run([sys.executable, TUNE, "--data", str(data), "--checkpoint", str(ckpt), "--lenpen", "0.2", "1.0",
+                "--eos-penalty", "0", "2", "--generate-args", "--max-len-b 12", "--batch-size", "8",
+                "--out", str(tmp_path / "e")])
+    doc = json.loads((tmp_path / "e.json").read_text())
+    got = {(r["eos_penalty"], r["lenpen"]): r["bleu"] for r in doc["rows"]}
+    assert set(got) == {(0.0, 0.2), (0.0, 1.0), (2.0, 0.2), (2.0, 1.0)}
+    for lp in (0.2, 1.0):
+        assert got[(0.0, lp)] == bleus[lp]
+        assert got[(2.0, lp)] == score(tune_lenpen.rerank(pen, 1.0, lp), refs)["bleu"]
+    assert got[(doc["eos_penalty"], doc["lenpen"])] == max(got.values())
+    assert proc.stdout.strip().endswith(f"eos-penalty {doc['eos_penalty']:g} lenpen {doc['lenpen']:g}")
