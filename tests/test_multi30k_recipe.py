@@ -27,7 +27,8 @@ MAX_UPDATE = 12
 SMOKE = ["--embed-dim", "16", "--ffn-dim", "32", "--layers", "1", "--heads", "2", "--max-tokens", "600",
          "--lr", "1e-3", "--warmup-updates", "5", "--budget-minutes", "0", "--max-update", str(MAX_UPDATE),
          "--validate-interval-updates", "4", "--log-interval", "2", "--threads", "1", "--gen-batch-size", "16",
-         "--average-best", "2", "--tune-lenpen", "",  # lenpen 1: step 4 compares with decode_topk.py's
+         "--average-best", "2", "--tune-lenpen", "", "--tune-eos-penalty", "",  # lenpen 1, stock search: step 4
+         # compares with decode_topk.py's
          "--generate-args", "--max-len-b 12"]
 EXPECTED = {  # slot -> (arch, criterion) the benchmark must have trained
     "transformer": ("transformer", "label_smoothed_cross_entropy"),

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Multi30k de-en: prepare the data (if not done yet) and benchmark transformer and transformer_dhmm (zero order:
 # exact, and the CPU path that prunes to 4 source positions for 80% of the updates, then trains exactly) with
-# identical settings, each decoded with the lenpen of its best dev BLEU; the table lands in
+# identical settings, each decoded with the lenpen and EOS penalty of its best dev BLEU (--task
+# translation_eos_penalty: lenpen alone cannot lengthen a model that ends too early); the table lands in
 # <work>/benchmark/results.md.
 #
 #   examples/multi30k/run.sh [--work DIR] [prepare.sh options] [-- benchmark_translation.py options]
@@ -27,7 +28,7 @@ while [[ $# -gt 0 && "$1" != "--" ]]; do
   case "$1" in
     --work) [[ $# -ge 2 ]] || { echo "run.sh: error: --work needs a value" >&2; exit 2; }; WORK="${2%/}"; shift 2 ;;
     --dest) echo "run.sh: error: use --work DIR (the data go to DIR/data, the benchmark to DIR/benchmark)" >&2; exit 2 ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) PREP+=("$1"); shift ;;
   esac
 done
@@ -51,5 +52,6 @@ exec "$PYTHON" "$REPO/scripts/benchmark_translation.py" \
   --embed-dim 128 --ffn-dim 512 --layers 2 --heads 4 \
   --max-tokens 2048 --lr 2e-3 --warmup-updates 200 --dropout 0.3 --label-smoothing 0.1 --seed 1 \
   --max-update 2000 --validate-interval-updates 250 \
-  --beam 5 --tune-lenpen 0.6,0.8,1.0,1.2,1.4,1.7,2.0 --generate-args "--max-len-a 1.5 --max-len-b 10" \
+  --beam 5 --tune-lenpen 0.6,0.8,1.0,1.2,1.4,1.7,2.0 --tune-eos-penalty 0,0.5,1,1.5,2,3 \
+  --generate-args "--max-len-a 1.5 --max-len-b 10" \
   "$@"
