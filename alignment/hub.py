@@ -7,6 +7,7 @@
                           bpe="subword_nmt", bpe_codes="codes")
     hub.align(["das haus ist klein"], ["the house is small"])          # method: posterior (dhmm), attention
     hub.translate(["das haus ist klein"], beam=5, alignment=True)      # [(translation, WordAlignment)]
+    hub.translate(["das haus ist klein"], beam=5, eos_penalty=2.0)     # longer output (--eos-penalty)
 
 ``TransformerDHMMModel.from_pretrained`` returns the same interface.  Sentences are split into words by the
 hub's tokenizer (``--tokenizer``, e.g. moses) when the checkpoint has one, else by whitespace; each word
@@ -143,6 +144,28 @@ class AlignmentHubInterface(GeneratorHubInterface):
                          for s, t in zip(src_words, tgt_words)]
         found = self._run(pairs, method, opts, layers, batch_size, reverse, rev_pairs)
         return [WordAlignment(s, t, a) for s, t, a in zip(src_words, tgt_words, found)]
+
+    def generate(self, tokenized_sentences, beam: int = 5, verbose: bool = False, eos_penalty: float = 0.0,
+                 **kwargs):
+        """fairseq's ``generate`` (under ``translate`` and ``sample``) plus ``eos_penalty``: δ nats off
+        log p(</s>) at every search step, as ``--task translation_eos_penalty --eos-penalty δ`` does on the
+        command line (hmm_nmt/tasks/translation_eos_penalty.py); 0 is the stock search."""
+        if not eos_penalty:
+            return super().generate(tokenized_sentences, beam, verbose, **kwargs)
+        from hmm_nmt.tasks.translation_eos_penalty import add_eos_penalty
+
+        build = self.task.build_generator
+
+        def build_generator(models, args, **kw):  # fairseq's generate builds its generator on every call
+            gen = build(models, args, **kw)
+            add_eos_penalty(gen.model, self.tgt_dict.eos(), float(eos_penalty))
+            return gen
+
+        self.task.build_generator = build_generator
+        try:
+            return super().generate(tokenized_sentences, beam, verbose, **kwargs)
+        finally:
+            del self.task.build_generator  # the instance attribute; the task's own method again
 
     def translate(self, sentences: Union[str, Sequence[str]], beam: int = 5, verbose: bool = False,
                   alignment: bool = False, method: Optional[str] = None, links: str = "argmax",

@@ -709,6 +709,16 @@ def test_hub_align_and_translate(toy, model, bpe_toy):
     for s, (text, a) in zip(src, res):
         assert a.target == text.split() and a.links == hub.align(s, text).links
         assert {j for _, j in a.links} == set(range(len(a.target)))
+    # the EOS penalty from Python: 0 is the stock search; a huge one lets no hypothesis end before the length cap
+    stock = hub.translate(src[:4], beam=2, max_len_a=0, max_len_b=9)
+    assert hub.translate(src[:4], beam=2, max_len_a=0, max_len_b=9, eos_penalty=0.0) == stock
+    assert max(len(t.split()) for t in stock) < 9
+    long = hub.translate(src[:4], beam=2, max_len_a=0, max_len_b=9, eos_penalty=1e3)
+    assert [len(t.split()) for t in long] == [9] * 4
+    assert [t for t, _ in hub.translate(src[:4], beam=2, max_len_a=0, max_len_b=9, eos_penalty=1e3,
+                                        alignment=True)] == long
+    assert hub.translate(src[:4], beam=2, max_len_a=0, max_len_b=9) == stock  # the hub's task is left unchanged
+    assert "build_generator" not in vars(hub.task)
     # both directions from Python: the CLI's --rev-path result
     rev = model("rev0")
     rhub = TransformerDHMMModel.from_pretrained(str(rev.parent), checkpoint_file=rev.name,
