@@ -24,9 +24,13 @@ backward recursion, which the tests compare.
 import torch
 from torch import Tensor
 
-# Log-probability given to impossible alignments (source padding). Finite on purpose: exp() of it is exactly
-# 0 in float32, and unlike -inf it never turns into NaN in the backward pass of logsumexp/log_softmax.
-MASKED = -1e9
+from hmm_nmt.hmm import chain
+from hmm_nmt.hmm.logspace import MASKED, masked_logsumexp
+from hmm_nmt.hmm.semiring import LOG_SAFE
+
+__all__ = ["MASKED", "zero_order_log_likelihood", "first_order_forward", "first_order_log_likelihood",
+           "log_likelihood", "posteriors", "forward_backward", "topk_mask", "first_order_topk_paths",
+           "first_order_pruned_log_likelihood", "first_order_pruned_filter_log_likelihood"]
 
 
 def zero_order_log_likelihood(log_align: Tensor, lex: Tensor, tgt_mask: Tensor) -> Tensor:
@@ -35,28 +39,16 @@ def zero_order_log_likelihood(log_align: Tensor, lex: Tensor, tgt_mask: Tensor) 
     return per_pos.masked_fill(~tgt_mask, 0.0).sum(-1)
 
 
-def _masked_lse(x: Tensor, dim: int) -> Tensor:
-    """logsumexp that returns -inf (with zero gradient, no NaN) where every entry is -inf."""
-    m = x.amax(dim=dim, keepdim=True)
-    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
-    return (x - m).exp().sum(dim).log() + m.squeeze(dim)
-
-
 def first_order_forward(log_init: Tensor, log_trans: Tensor, lex: Tensor, tgt_mask: Tensor) -> Tensor:
     """Forward variables Q (B, I, J) of the first-order direct HMM.
 
     log_init (B, J): A0; log_trans (B, I, J', J): T (the slice i = 0 is unused); lex (B, I, J): L;
     tgt_mask (B, I) True on real target positions (right padding; a padded step copies Q forward).
-    The only Python loop is over target positions; each step is one (B, J', J) log-matrix product.
+    The shared chain forward (:func:`hmm_nmt.hmm.chain.forward`, unnormalised: Q is the joint log-probability)
+    with A0 as the start, T as the potentials and L as the emissions; one (B, J', J) log-matrix product per step.
     """
-    bsz, tgt_len, src_len = lex.shape
-    q = log_init + lex[:, 0]
-    out = [q]
-    for i in range(1, tgt_len):
-        step = _masked_lse(q[:, :, None] + log_trans[:, i], dim=1) + lex[:, i]
-        q = torch.where(tgt_mask[:, i, None], step, q)
-        out.append(q)
-    return torch.stack(out, dim=1)
+    return chain.forward(log_trans, mask=tgt_mask, log_emit=lex, log_start=log_init, semiring=LOG_SAFE,
+                         normalize=False).log_alpha
 
 
 def first_order_log_likelihood(log_init: Tensor, log_trans: Tensor, lex: Tensor, tgt_mask: Tensor) -> Tensor:
@@ -91,17 +83,8 @@ def forward_backward(lex: Tensor, tgt_mask: Tensor, log_align: Tensor = None, lo
         post = torch.softmax(log_align + lex, dim=-1)
         return post * tgt_mask[..., None]
     q = first_order_forward(log_init, log_trans, lex, tgt_mask)
+    beta = chain.backward(log_trans, tgt_mask, log_emit=lex, semiring=LOG_SAFE, normalize=False)
     lengths = tgt_mask.sum(-1)
-    beta = lex.new_full((bsz, src_len), 0.0)
-    betas = [None] * tgt_len
-    for i in range(tgt_len - 1, -1, -1):
-        betas[i] = beta
-        if i == 0:
-            break
-        # beta_{i-1}(j') = logsumexp_j T(i, j', j) + L(i, j) + beta_i(j), only inside each sentence
-        prev = _masked_lse(log_trans[:, i] + (lex[:, i] + beta)[:, None, :], dim=2)
-        beta = torch.where((i < lengths)[:, None], prev, beta)
-    beta = torch.stack(betas, dim=1)
     log_z = torch.logsumexp(q.gather(1, (lengths - 1).clamp(min=0)[:, None, None].expand(-1, 1, src_len)).squeeze(1), -1)
     post = (q + beta - log_z[:, None, None]).exp()
     return post * tgt_mask[..., None]
@@ -133,11 +116,11 @@ def first_order_topk_paths(log_init: Tensor, log_trans: Tensor, gold, tgt_mask: 
             if i == 0:
                 pred = log_init
             else:
-                pred = _masked_lse(torch.log_softmax(q, dim=-1)[:, :, None] + log_trans[:, i], dim=1)
+                pred = LOG_SAFE.matvec(torch.log_softmax(q, dim=-1), log_trans[:, i])
             keep = topk_mask(pred, src_valid, k) & tgt_mask[:, i, None]
             masses.append((pred.exp() * keep).sum(-1))
             lex = gold(i, keep)
-            new = lex + (log_init if i == 0 else _masked_lse(q[:, :, None] + log_trans[:, i], dim=1))
+            new = lex + (log_init if i == 0 else LOG_SAFE.matvec(q, log_trans[:, i]))
             new = new.masked_fill(~keep, MASKED)
             q = new if i == 0 else torch.where(tgt_mask[:, i, None], new, q)
             keeps.append(keep)
@@ -168,7 +151,7 @@ def first_order_pruned_filter_log_likelihood(log_init: Tensor, log_trans: Tensor
     ll = lex.new_zeros(lex.size(0))
     q = None
     for i in range(lex.size(1)):
-        pred = log_init if i == 0 else _masked_lse(q[:, :, None] + log_trans[:, i], dim=1)
+        pred = log_init if i == 0 else LOG_SAFE.matvec(q, log_trans[:, i])
         pred = torch.log_softmax(pred.masked_fill(~keep[:, i], MASKED), dim=-1)
         joint = (pred + lex[:, i]).masked_fill(~keep[:, i], MASKED)
         c = torch.logsumexp(joint, dim=-1)
@@ -177,3 +160,6 @@ def first_order_pruned_filter_log_likelihood(log_init: Tensor, log_trans: Tensor
         new = joint - c[:, None]
         q = new if q is None else torch.where(real[:, None], new, q)
     return ll
+
+
+_masked_lse = masked_logsumexp  # the old private name, for code written against it

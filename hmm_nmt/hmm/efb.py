@@ -29,7 +29,8 @@ t), started from a virtual state ``x_{-1}`` with weights ``init``::
 (order 2: the same over state pairs, ``G_t(k, j, i)`` from pair (k, j) to pair (j, i)). The models only
 differ by their potentials; e.g. EFB for the HMM is ``G_0(j, i) = L_{y_0}(i)`` and ``G_t(j, i) =
 a_j(i) L_{y_t}(i) / pi(i)``, the classic FB ``G_0(j, i) = pi(i) b_i(y_0)`` and ``G_t(j, i) = a_j(i)
-b_i(y_t)``, both with a uniform ``init``. :func:`chain_posteriors` and :func:`chain2_posteriors` run it in
+b_i(y_t)``, both with a uniform ``init``. :func:`~hmm_nmt.hmm.chain.chain_posteriors` and
+:func:`~hmm_nmt.hmm.chain2.chain2_posteriors` (the shared chain module, re-exported here) run it in
 log space, normalising alpha and beta at every step (the per-step constants cancel in Eq. 1 and are
 accumulated into ``log_Z`` for the forward), so arbitrarily long sequences never underflow, and
 everything is differentiable by autograd (the posteriors are also the gradient of ``log_Z`` with respect
@@ -39,9 +40,11 @@ Batching: potentials are (B, T, N, N) (order 2: (B, T, N, N, N)); ``mask`` (B, T
 positions of right-padded sequences. At padded positions alpha is carried unchanged and beta is 1, so
 the posteriors of the real positions are exactly those of the unpadded sequence.
 """
-import math
-
 import torch
+
+from hmm_nmt.hmm.chain import chain_backward, chain_forward, chain_posteriors
+from hmm_nmt.hmm.chain2 import chain2_backward, chain2_forward, chain2_posteriors
+from hmm_nmt.hmm.logspace import lengths_to_mask
 
 __all__ = [
     "log_melu", "log_positive",
@@ -50,12 +53,6 @@ __all__ = [
     "efb_hmm", "classic_fb_hmm", "efb_hmm2", "classic_fb_hmm2", "efb_hmm_cn", "classic_fb_hmm_cn",
     "lengths_to_mask",
 ]
-
-
-def lengths_to_mask(lengths, max_len=None):
-    """(B,) lengths -> (B, T) bool mask, True on the first ``lengths[b]`` positions."""
-    max_len = int(lengths.max()) if max_len is None else max_len
-    return torch.arange(max_len, device=lengths.device).unsqueeze(0) < lengths.unsqueeze(1)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -76,137 +73,6 @@ def log_positive(x, activation="melu"):
     if activation == "sigmoid":
         return torch.nn.functional.logsigmoid(x)
     raise ValueError(f"unknown positive activation {activation!r} (melu, exp, sigmoid)")
-
-
-# ------------------------------------------------------------------------------------------------
-# generic chain of order 1
-def _check_mask(mask, B, T):
-    if mask is None:
-        return None
-    if mask.shape != (B, T):
-        raise ValueError(f"mask must be (B, T) = {(B, T)}, got {tuple(mask.shape)}")
-    return mask.bool()
-
-
-def _uniform_init(log_G, shape):
-    n = 1
-    for d in shape:
-        n *= d
-    return log_G.new_full((log_G.size(0),) + tuple(shape), -math.log(n))
-
-
-def chain_forward(log_G, log_init=None, mask=None, return_steps=False):
-    """Normalised forward of the order-1 chain.
-
-    ``log_G`` (B, T, N, N) log-potentials ``[b, t, j, i]`` (j at t-1, i at t); ``log_init`` (N,) or
-    (B, N) weights of the virtual state ``x_{-1}`` (default uniform). Returns ``(log_alpha, log_Z)``:
-    log_alpha (B, T, N) normalised over the states at every t, and log_Z (B,) the log total weight of all
-    paths (for the classic HMM potentials: ``log p(y)``). ``return_steps`` adds the per-step normalisers
-    log c (B, T) (0 at padding), log_Z = sum_t log c_t; with normalised HMM potentials and init,
-    log c_t = log p(y_t | y_<t), the filter's one-step-ahead conditional.
-    """
-    B, T, N, _ = log_G.shape
-    mask = _check_mask(mask, B, T)
-    a = _uniform_init(log_G, (N,)) if log_init is None else log_init.expand(B, N)
-    log_Z = log_G.new_zeros(B)
-    out, cs = [], []
-    steps = log_G.unbind(1)  # one UnbindBackward, not T slice-backwards each the size of log_G
-    for t in range(T):
-        s = torch.logsumexp(a.unsqueeze(-1) + steps[t], dim=1)
-        c = torch.logsumexp(s, dim=-1, keepdim=True)
-        s = s - c
-        if mask is not None:
-            m = mask[:, t].unsqueeze(-1)
-            s = torch.where(m, s, a)
-            c = torch.where(m, c, torch.zeros_like(c))
-        log_Z = log_Z + c.squeeze(-1)
-        out.append(s)
-        cs.append(c.squeeze(-1))
-        a = s
-    if return_steps:
-        return torch.stack(out, dim=1), log_Z, torch.stack(cs, dim=1)
-    return torch.stack(out, dim=1), log_Z
-
-
-def chain_backward(log_G, mask=None):
-    """Normalised backward of the order-1 chain: (B, T, N) log beta, beta_{T-1} = 1 (log 0)."""
-    B, T, N, _ = log_G.shape
-    mask = _check_mask(mask, B, T)
-    b = log_G.new_zeros(B, N)
-    out = [b]
-    steps = log_G.unbind(1)
-    for t in range(T - 2, -1, -1):
-        s = torch.logsumexp(steps[t + 1] + b.unsqueeze(1), dim=2)
-        s = s - torch.logsumexp(s, dim=-1, keepdim=True)
-        if mask is not None:
-            s = torch.where(mask[:, t + 1].unsqueeze(-1), s, torch.zeros_like(s))
-        out.append(s)
-        b = s
-    out.reverse()
-    return torch.stack(out, dim=1)
-
-
-def chain_posteriors(log_G, log_init=None, mask=None):
-    """Posterior marginals of the order-1 chain, Eq. (1): ``(log_post (B, T, N), log_Z (B,))``."""
-    log_alpha, log_Z = chain_forward(log_G, log_init, mask)
-    log_beta = chain_backward(log_G, mask)
-    s = log_alpha + log_beta
-    return s - torch.logsumexp(s, dim=-1, keepdim=True), log_Z
-
-
-# ------------------------------------------------------------------------------------------------
-# generic chain of order 2 (over state pairs, N^3 work per step instead of N^4)
-def chain2_forward(log_G2, log_init2=None, mask=None):
-    """Normalised forward over pairs: ``log_G2`` (B, T, N, N, N) ``[b, t, k, j, i]`` from pair
-    (x_{t-2}=k, x_{t-1}=j) to (x_{t-1}=j, x_t=i); ``log_init2`` (N, N) or (B, N, N) weights of the
-    virtual pair (x_{-2}, x_{-1}) (default uniform). Returns log alpha^2 (B, T, N, N) ``[j, i]``
-    normalised at every t, and log_Z (B,)."""
-    B, T, N = log_G2.shape[:3]
-    mask = _check_mask(mask, B, T)
-    a = _uniform_init(log_G2, (N, N)) if log_init2 is None else log_init2.expand(B, N, N)
-    log_Z = log_G2.new_zeros(B)
-    out = []
-    steps = log_G2.unbind(1)
-    for t in range(T):
-        s = torch.logsumexp(a.unsqueeze(-1) + steps[t], dim=1)
-        c = torch.logsumexp(s.reshape(B, -1), dim=-1)
-        s = s - c.view(B, 1, 1)
-        if mask is not None:
-            m = mask[:, t]
-            s = torch.where(m.view(B, 1, 1), s, a)
-            c = torch.where(m, c, torch.zeros_like(c))
-        log_Z = log_Z + c
-        out.append(s)
-        a = s
-    return torch.stack(out, dim=1), log_Z
-
-
-def chain2_backward(log_G2, mask=None):
-    """Normalised backward over pairs: (B, T, N, N) log beta^2 ``[j, i]``, beta^2_{T-1} = 1."""
-    B, T, N = log_G2.shape[:3]
-    mask = _check_mask(mask, B, T)
-    b = log_G2.new_zeros(B, N, N)
-    out = [b]
-    steps = log_G2.unbind(1)
-    for t in range(T - 2, -1, -1):
-        # beta_t(j, i) = sum_k G_{t+1}(j, i, k) beta_{t+1}(i, k)
-        s = torch.logsumexp(steps[t + 1] + b.unsqueeze(1), dim=-1)
-        s = s - torch.logsumexp(s.reshape(B, -1), dim=-1).view(B, 1, 1)
-        if mask is not None:
-            s = torch.where(mask[:, t + 1].view(B, 1, 1), s, torch.zeros_like(s))
-        out.append(s)
-        b = s
-    out.reverse()
-    return torch.stack(out, dim=1)
-
-
-def chain2_posteriors(log_G2, log_init2=None, mask=None):
-    """Single-state posteriors of the order-2 chain: ``p(x_t = i | y) ∝ sum_j alpha^2_t(j, i)
-    beta^2_t(j, i)``; returns ``(log_post (B, T, N), log_Z (B,))``."""
-    log_alpha, log_Z = chain2_forward(log_G2, log_init2, mask)
-    log_beta = chain2_backward(log_G2, mask)
-    s = torch.logsumexp(log_alpha + log_beta, dim=2)
-    return s - torch.logsumexp(s, dim=-1, keepdim=True), log_Z
 
 
 # ------------------------------------------------------------------------------------------------

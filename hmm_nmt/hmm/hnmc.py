@@ -26,7 +26,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from hmm_nmt.hmm.efb import chain2_posteriors, chain_forward, chain_posteriors, log_positive
+from hmm_nmt.hmm import chain
+from hmm_nmt.hmm.chain import chain_forward, chain_posteriors
+from hmm_nmt.hmm.chain2 import chain2_posteriors, viterbi2
+from hmm_nmt.hmm.efb import log_positive
+from hmm_nmt.hmm.semiring import Semiring
 
 __all__ = ["HNMCLayer", "HNMC2Layer", "HNMCCNLayer", "HNMCStack", "LAYERS", "make_architecture"]
 
@@ -63,36 +67,24 @@ class HNMCLayer(nn.Module):
         ``log_init``: log weights of the virtual initial state (default: uniform, the paper's constant)."""
         return chain_posteriors(self.log_potentials(y), log_init, mask)[0]
 
+    def viterbi(self, y, mask=None, log_init=None):
+        """The best state path under the chain's potentials (the MAP of the distribution whose marginals
+        :meth:`forward` returns): ``(log score (B,), path (B, T))``, -1 on padding."""
+        return chain.viterbi(self.log_potentials(y), log_init, mask)
+
     def forward_only(self, y, mask=None, log_alpha0=None):
         """Normalised log entropic forward (B, T, N): the state given the observations up to t only."""
         if self.activation != "exp":
             return chain_forward(self.log_potentials(y), log_alpha0, mask)[0]
         # exp activation: G_t(j, i) = exp(W y_t + c)_i exp(U_ij) factorises (an HMM with transition
         # weights exp(U)), so each step is one (B, N) x (N, N) product, no (B, T, N, N) tensor
-        B, T, _ = y.shape
+        B = y.size(0)
         a = self.initial_log_alpha(B, y) if log_alpha0 is None else log_alpha0.expand(B, self.num_states)
-        obs = F.linear(y, self.weight_y, self.bias).unbind(1)
-        trans, shift = self._transition()
-        out = []
-        for t in range(T):
-            new = self._exp_step(obs[t], a, trans, shift)
-            a = new if mask is None else torch.where(mask[:, t].unsqueeze(-1), new, a)
-            out.append(a)
-        return torch.stack(out, dim=1)
+        obs = F.linear(y, self.weight_y, self.bias)
+        return chain.forward(self.weight_prev.t(), a, mask, log_emit=obs, semiring=self._exp_semiring()).log_alpha
 
-    def _transition(self):
-        u = self.weight_prev.t()  # [j, i]
-        shift = u.max(dim=1).values  # per source state j
-        return torch.exp(u - shift.unsqueeze(1)), shift
-
-    @staticmethod
-    def _exp_step(obs_t, log_alpha_prev, trans, shift):
-        # log sum_j alpha(j) exp(U_ji), each row of trans has maximum 1 and the largest weight is 1, so the
-        # sum is >= 1 for some i and nothing underflows as a whole
-        w = log_alpha_prev + shift
-        c = w.max(dim=-1, keepdim=True).values
-        s = torch.log(torch.matmul(torch.exp(w - c), trans).clamp(min=torch.finfo(w.dtype).tiny)) + c + obs_t
-        return s - torch.logsumexp(s, dim=-1, keepdim=True)
+    def _exp_semiring(self):
+        return _RowShiftedExp(self.weight_prev.t())  # [j, i]
 
     def initial_log_alpha(self, batch_size, like):
         return like.new_full((batch_size, self.num_states), -math.log(self.num_states))
@@ -100,11 +92,26 @@ class HNMCLayer(nn.Module):
     def step(self, y_t, log_alpha_prev):
         """One forward step: y_t (B, D), previous normalised log alpha (B, N) -> new one (B, N)."""
         if self.activation == "exp":
-            trans, shift = self._transition()
-            return self._exp_step(F.linear(y_t, self.weight_y, self.bias), log_alpha_prev, trans, shift)
-        log_G = self.log_potentials(y_t.unsqueeze(1))[:, 0]
-        s = torch.logsumexp(log_alpha_prev.unsqueeze(-1) + log_G, dim=1)
-        return s - torch.logsumexp(s, dim=-1, keepdim=True)
+            obs = F.linear(y_t, self.weight_y, self.bias)
+            return chain.filter_step(log_alpha_prev, self.weight_prev.t(), obs, semiring=self._exp_semiring())[1]
+        return chain.filter_step(log_alpha_prev, self.log_potentials(y_t.unsqueeze(1))[:, 0])[1]
+
+
+class _RowShiftedExp(Semiring):
+    """The log semiring for one fixed (N, N) log-weight matrix U, its products run as matmuls with exp(U)
+    computed once: each row j is shifted by its maximum so exp never overflows (the largest weight is 1, so
+    some sum is >= the largest alpha and nothing underflows as a whole)."""
+
+    name = "row_shifted_exp"
+
+    def __init__(self, log_matrix):
+        self.shift = log_matrix.max(dim=1).values  # per source state j
+        self.trans = torch.exp(log_matrix - self.shift.unsqueeze(1))
+
+    def matvec(self, v, _log_matrix):
+        w = v + self.shift
+        c = w.max(dim=-1, keepdim=True).values
+        return torch.log(torch.matmul(torch.exp(w - c), self.trans).clamp(min=torch.finfo(w.dtype).tiny)) + c
 
 
 class HNMC2Layer(nn.Module):
@@ -132,6 +139,10 @@ class HNMC2Layer(nn.Module):
     def forward(self, y, mask=None, log_init=None):
         """Log posteriors (B, T, N); ``log_init`` (N, N): weights of the virtual initial pair."""
         return chain2_posteriors(self.log_potentials(y), log_init, mask)[0]
+
+    def viterbi(self, y, mask=None, log_init=None):
+        """The best state path of the order-2 chain: ``(log score (B,), path (B, T))``, -1 on padding."""
+        return viterbi2(self.log_potentials(y), log_init, mask)
 
 
 class HNMCCNLayer(nn.Module):
@@ -168,6 +179,11 @@ class HNMCCNLayer(nn.Module):
         """Log posteriors (B, T, N)."""
         return chain_posteriors(self.log_potentials(y), log_init, mask)[0]
 
+    def viterbi(self, y, mask=None, log_init=None):
+        """The best state path under the chain's potentials (the MAP of the distribution whose marginals
+        :meth:`forward` returns): ``(log score (B,), path (B, T))``, -1 on padding."""
+        return chain.viterbi(self.log_potentials(y), log_init, mask)
+
 
 LAYERS = {"hnmc": HNMCLayer, "hnmc2": HNMC2Layer, "hnmc_cn": HNMCCNLayer}
 
@@ -191,6 +207,12 @@ class HNMCStack(nn.Module):
             log_post = layer(y if k == 0 else log_post.exp(), mask)
         return log_post
 
+    def viterbi(self, y, mask=None):
+        """The best state path of the last layer, its observations the posteriors of the layers below."""
+        for layer in self.layers[:-1]:
+            y = layer(y, mask).exp()
+        return self.layers[-1].viterbi(y, mask)
+
 
 class _Arch(nn.Module):
     def __init__(self, stack, classifier):
@@ -202,6 +224,12 @@ class _Arch(nn.Module):
         if self.classifier is None:
             return log_post
         return F.log_softmax(self.classifier(log_post.exp()), dim=-1)
+
+    def viterbi(self, y, mask=None):
+        """Architectures 1 and 3: the best output path of the last chain (its states are the outputs)."""
+        if self.classifier is not None:
+            raise ValueError("architecture 2 ends with a classifier, not a chain over the outputs: no Viterbi path")
+        return self.stack.viterbi(y, mask)
 
 
 def make_architecture(kind, architecture, input_dim, num_outputs, hidden_size, num_layers=1, activation="melu"):

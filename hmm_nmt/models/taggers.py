@@ -185,6 +185,14 @@ class SequenceTaggerModel(BaseFairseqModel):
             return self.core(x, mask)
         return self.core(x, src_lengths)
 
+    def viterbi(self, src_tokens, src_lengths=None):
+        """The best tag path (B, T) (-1 on padding) of an HNMC tagger whose last chain's states are the
+        tags (architectures 1 and 3), decoded over the chain's own potentials; ``(score, path)``."""
+        if not self.core_kind.startswith("hnmc"):
+            raise ValueError(f"{self.core_kind} has no chain over the tags: no Viterbi path")
+        mask = src_tokens.ne(self.padding_idx)
+        return self.core.viterbi(self.dropout(self.embed(src_tokens)), mask)
+
     def max_positions(self):
         return None
 
