@@ -13,7 +13,9 @@ recomputes each chunk's logits in backward, so peak memory is O(chunk x V) whate
 Decoding needs the whole next-token distribution, the mixture over source positions (Eq. 9);
 :func:`log_mixture` computes it in chunks of rows as well.
 
-No fairseq import here: the functions take plain tensors.
+No fairseq import here: the functions take plain tensors. (Over 400 lines on purpose: the training kernel
+and the decoding mixture share the chunked-logits workspace and precision rules; split, each half would
+import the other's internals.)
 """
 import contextlib
 import functools
