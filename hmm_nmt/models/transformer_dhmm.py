@@ -131,6 +131,59 @@ class TransformerDHMMModel(TransformerModel):
         encoder_out = self.encoder(src_tokens, src_lengths=src_lengths, return_all_hiddens=return_all_hiddens)
         return self.decoder(prev_output_tokens, encoder_out=encoder_out, features_only=features_only)
 
+    # ------------------------------------------------------------------ alignment matrices
+    #: the matrices :meth:`alignment_matrices` computes (``python -m alignment align --method``)
+    ALIGNMENT_METHODS = ("alignment", "posterior")
+
+    def alignment_model_type(self) -> str:
+        """``dhmm0`` or ``dhmm1``: the alignment order, as forced-alignment messages name the model."""
+        return "dhmm1" if self.decoder.first_order is not None else "dhmm0"
+
+    @torch.no_grad()
+    def alignment_matrices(self, src_tokens, src_lengths, prev_output_tokens, target=None,
+                           methods=("alignment",), transition=False, encoder_out=None):
+        """Padded (B, I, J) matrices of reference pairs (teacher forcing) for each of ``methods``.
+
+        ``alignment``: the alignment distribution, honouring ``--lexicon-topk`` as decoding does. Zero
+        order p(j | e_<i, f) (Eq. 8); first order the prediction sum_j' p(j | j') q_{i-1}(j'), q the forward
+        (filtered) state over the reference prefix. ``posterior``: p(b_i = j | E, F), lexicon included
+        (:meth:`alignment_posteriors`; needs ``target``). ``transition`` (first order only) adds
+        ``"transition"``: (B, I, J, J) p(j | j') at every target position. The encoder runs once (or not at
+        all when ``encoder_out`` is given), whatever the number of methods.
+        """
+        unknown = [m for m in methods if m not in self.ALIGNMENT_METHODS]
+        if unknown:
+            raise ValueError(f"unknown alignment method {unknown[0]!r} ({', '.join(self.ALIGNMENT_METHODS)})")
+        if "posterior" in methods and target is None:
+            raise ValueError("the posterior alignment needs the reference target")
+        first_order = self.decoder.first_order is not None
+        if transition and not first_order:
+            raise ValueError("transition matrices exist only for a first-order model (--alignment-order 1)")
+        if encoder_out is None:
+            encoder_out = self.encoder(src_tokens, src_lengths=src_lengths)
+        dec, prev, out = self.decoder, prev_output_tokens, {}
+        features = None
+        if "posterior" in methods or ("alignment" in methods and not first_order):
+            features = dec(prev, encoder_out=encoder_out, features_only=True)
+        if "alignment" in methods and not first_order:
+            # p(j | e_<i, f) needs no lexicon: the decoder's full forward would only add the vocabulary mixture
+            extra = features[1]
+            out["alignment"] = dec.prune_alignment(extra["log_align"], extra["src_pad"])[0].float().exp()
+        full_extra = None
+        if "alignment" in methods and first_order:
+            # order 1: the prediction sum_j' p(j | j') q(j') filters with the lexicon (full forward)
+            _, full_extra = dec(prev, encoder_out=encoder_out)
+            out["alignment"] = full_extra["attn"][0].float()
+        if transition:
+            extra = features[1] if features is not None else full_extra
+            if extra is None:
+                extra = dec(prev, encoder_out=encoder_out, features_only=True)[1]
+            out["transition"] = extra["log_trans"].float().exp()
+        if "posterior" in methods:
+            out["posterior"] = self.alignment_posteriors(src_tokens, src_lengths, prev, target,
+                                                         features=features).float()
+        return out
+
     @torch.no_grad()
     def alignment_posteriors(self, src_tokens, src_lengths, prev_output_tokens, target, method="autograd",
                              features=None):
