@@ -14,6 +14,11 @@ hub's tokenizer (``--tokenizer``, e.g. moses) when the checkpoint has one, else 
 is segmented on its own by the hub's BPE (``subword_nmt``, ``sentencepiece`` or none), so the piece-to-word
 map is exact even where a piece is ``<unk>``.  Links are ``(i, j)``: source word i, target word j, 0-based,
 into :attr:`WordAlignment.source` / :attr:`WordAlignment.target`.
+
+The hub lives in the model layer (``hmm_nmt.aligner``), below ``alignment``, so that the models can return it
+without importing the tools built on them; ``alignment.hub`` re-exports it. It uses only the model layer's
+API (:mod:`hmm_nmt.aligner.matrices` dispatches to a model's ``alignment_matrices`` or to the attention path)
+and the pure helpers of :mod:`wordalign`.
 """
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple, Union
@@ -21,11 +26,12 @@ from typing import List, Optional, Sequence, Tuple, Union
 import torch
 from fairseq.hub_utils import GeneratorHubInterface
 
-from . import extract as ex
-from .io import format_pharaoh
-from .links import parse_decision
-from .segment import Segmenter
-from .subword import word_index, words as subword_words
+from hmm_nmt.aligner import matrices as mx
+from hmm_nmt.aligner.pairs import EncodedPair, align_encoded, encode_pair, too_long
+from wordalign.links import LinkOptions, parse_decision
+from wordalign.pharaoh import format_pharaoh
+from wordalign.segment import Segmenter
+from wordalign.subword import word_index, words as subword_words
 
 __all__ = ["WordAlignment", "AlignmentHubInterface", "from_pretrained"]
 
@@ -69,27 +75,27 @@ class AlignmentHubInterface(GeneratorHubInterface):
         return Segmenter(lambda w: self.bpe.encode(w).split(), name)
 
     def default_method(self) -> str:
-        avail = ex.available_methods(self.models[0])
+        avail = mx.available_methods(self.models[0])
         if not avail:
             raise ValueError("word alignment needs a transformer_dhmm or a plain fairseq transformer checkpoint")
         return "posterior" if "posterior" in avail else avail[0]
 
-    def _options(self, links: str, symmetrize: Optional[str], reverse, null_eos: bool = False) -> ex.LinkOptions:
+    def _options(self, links: str, symmetrize: Optional[str], reverse, null_eos: bool = False) -> LinkOptions:
         decision, threshold = parse_decision(links)
         if symmetrize and reverse is None:
             raise ValueError("symmetrize needs reverse=<hub of the target-to-source model>")
         if null_eos and decision != "argmax":
             raise ValueError("null_eos applies to links='argmax' only")
-        return ex.LinkOptions(decision, threshold, null_eos,
+        return LinkOptions(decision, threshold, null_eos,
                               (symmetrize or "grow-diag") if reverse is not None else None)
 
     def _run(self, pairs, method, opts, layers, batch_size, reverse=None, rev_pairs=None):
         model = self.models[0]
-        avail = ex.available_methods(model)
+        avail = mx.available_methods(model)
         if method not in avail:
-            raise ValueError(ex._unavailable(method, ex.model_type(model), avail).replace("--method ", "method "))
-        layers = ex.parse_layers(layers, model) if method == "attention" else None
-        bad = ex.too_long(model, pairs)
+            raise ValueError(mx.unavailable(method, mx.model_type(model), avail).replace("--method ", "method "))
+        layers = mx.parse_layers(layers, model) if method == "attention" else None
+        bad = too_long(model, pairs)
         if bad:
             k, why = next(iter(bad.items()))
             raise ValueError(f"sentence {k}: {why}")
@@ -102,7 +108,7 @@ class AlignmentHubInterface(GeneratorHubInterface):
         try:
             for m in models:
                 m.eval()
-            out = ex.align_encoded(model, self.task, pairs, keep, [method], opts, layers, batch_size, None, False,
+            out = align_encoded(model, self.task, pairs, keep, [method], opts, layers, batch_size, None, False,
                                    rev, rev_pairs)[method]
         finally:
             for m, mode in zip(models, modes):
@@ -137,10 +143,10 @@ class AlignmentHubInterface(GeneratorHubInterface):
         seg = self.segmenter()
         src_words = [self.words(s) for s in src_sentences]
         tgt_words = [self.words(t) for t in tgt_sentences]
-        pairs = [ex.encode_pair(s, t, seg, self.src_dict, self.tgt_dict) for s, t in zip(src_words, tgt_words)]
+        pairs = [encode_pair(s, t, seg, self.src_dict, self.tgt_dict) for s, t in zip(src_words, tgt_words)]
         rev_pairs = None
         if reverse is not None:
-            rev_pairs = [ex.encode_pair(t, s, seg, reverse.src_dict, reverse.tgt_dict)
+            rev_pairs = [encode_pair(t, s, seg, reverse.src_dict, reverse.tgt_dict)
                          for s, t in zip(src_words, tgt_words)]
         found = self._run(pairs, method, opts, layers, batch_size, reverse, rev_pairs)
         return [WordAlignment(s, t, a) for s, t, a in zip(src_words, tgt_words, found)]
@@ -188,7 +194,7 @@ class AlignmentHubInterface(GeneratorHubInterface):
         pairs = []
         for words in src_words:
             sp, so = seg.segment(words)
-            pairs.append(ex.EncodedPair(self.src_dict.encode_line(" ".join(sp), add_if_not_exist=False).long(),
+            pairs.append(EncodedPair(self.src_dict.encode_line(" ".join(sp), add_if_not_exist=False).long(),
                                         None, so, []))
         hypos = self.generate([p.src for p in pairs], beam, verbose, **kwargs)
         out_text, tgt_words = [], []
@@ -215,9 +221,7 @@ def from_pretrained(model_name_or_path: str, checkpoint_file: str = "model.pt", 
     """fairseq's ``from_pretrained`` for any translation checkpoint (stock transformer included), returning
     an :class:`AlignmentHubInterface`. Keyword arguments are fairseq's (``bpe``, ``bpe_codes``,
     ``sentencepiece_model``, ``tokenizer``, ``source_lang`` ...)."""
-    from fairseq import hub_utils
-
-    import hmm_nmt  # noqa: F401  (registers transformer_dhmm; checkpoints load under torch >= 2.6)
+    from fairseq import hub_utils  # hmm_nmt is imported: transformer_dhmm is registered, checkpoints load
 
     x = hub_utils.from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, **kwargs)
     return AlignmentHubInterface(x["args"], x["task"], x["models"])

@@ -55,8 +55,8 @@ class TransformerDHMMModel(TransformerModel):
     @classmethod
     def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
         """fairseq's hub interface plus word alignment: ``hub.align(src, tgt)`` and
-        ``hub.translate(..., alignment=True)`` (:mod:`alignment.hub`)."""
-        from alignment.hub import from_pretrained  # lazy: alignment imports this package
+        ``hub.translate(..., alignment=True)`` (:mod:`hmm_nmt.aligner.hub`, also ``alignment.hub``)."""
+        from hmm_nmt.aligner.hub import from_pretrained  # lazy: decoding and training do not need the hub
 
         return from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, archive_map=cls.hub_models(),
                                **kwargs)
