@@ -190,7 +190,7 @@ def matrices_from_checkpoint(path: str, data: str, subset: str, index: int, laye
     model, task = extract.load_model(path, data, cpu)
     methods = extract.available_methods(model)
     if not methods:
-        raise extract.ExtractionError(extract._unavailable("alignment", extract.model_type(model), methods))
+        raise extract.ExtractionError(extract.unavailable("alignment", extract.model_type(model), methods))
     if layers is not None and "attention" not in methods:
         raise extract.ExtractionError("--layers applies to a plain transformer's attention only")
     lay = extract.parse_layers(layers, model) if "attention" in methods else None

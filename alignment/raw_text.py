@@ -1,0 +1,56 @@
+"""Forced alignment of word-tokenised parallel text (``hmm-nmt-align --src-text/--tgt-text``).
+
+Each word is segmented on its own and the pieces are binarized in memory with the checkpoint's dictionaries
+(:mod:`hmm_nmt.aligner.pairs`); a line too long for a model is reported and left empty.
+"""
+from typing import List, Optional, Sequence, Tuple
+
+from hmm_nmt.aligner.matrices import ExtractionError
+from hmm_nmt.aligner.pairs import align_encoded, encode_pair, too_long
+from wordalign.links import LinkOptions
+
+from .io import AlignmentFormatError, read_tokens
+
+__all__ = ["read_text_pair", "align_text"]
+
+
+def read_text_pair(src_path: str, tgt_path: str) -> Tuple[List[List[str]], List[List[str]]]:
+    """Word-tokenised parallel text; a different number of lines is an error naming both files."""
+    try:
+        src, tgt = read_tokens(src_path), read_tokens(tgt_path)
+    except AlignmentFormatError as e:
+        raise ExtractionError(str(e)) from None
+    except OSError as e:
+        raise ExtractionError(f"{e.filename}: cannot read: {e.strerror}") from None
+    if len(src) != len(tgt):
+        raise ExtractionError(f"--src-text {src_path} has {len(src)} lines but --tgt-text {tgt_path} has {len(tgt)}: "
+                              "the two sides must be line-parallel")
+    return src, tgt
+
+
+def align_text(model, task, src_lines: Sequence[Sequence[str]], tgt_lines: Sequence[Sequence[str]], segmenter,
+               methods: Sequence[str], opts: Optional[LinkOptions] = None, layers: Optional[Sequence[int]] = None,
+               batch_size: Optional[int] = 32, max_tokens: Optional[int] = None, progress: bool = False, rev=None):
+    """Word links of word-tokenised sentence pairs, in input order.
+
+    Returns ``({method: [links per line]}, stats, errors)``: a line with an empty side gets ``[]``; a line
+    too long for a model gets ``[]`` and an entry ``(index, reason)`` in ``errors`` (the rest is aligned).
+    """
+    pairs = [encode_pair(s, t, segmenter, task.source_dictionary, task.target_dictionary)
+             for s, t in zip(src_lines, tgt_lines)]
+    bad = too_long(model, pairs)
+    rev_pairs = None
+    if rev is not None:
+        rt = rev[1]
+        rev_pairs = [encode_pair(t, s, segmenter, rt.source_dictionary, rt.target_dictionary)
+                     for s, t in zip(src_lines, tgt_lines)]
+        for k, why in too_long(rev[0], rev_pairs).items():
+            bad.setdefault(k, "reverse model: " + why)
+    empty = [k for k, (s, t) in enumerate(zip(src_lines, tgt_lines)) if not s or not t]
+    keep = [k for k in range(len(pairs)) if k not in bad and (src_lines[k] and tgt_lines[k])]
+    by_method = align_encoded(model, task, pairs, keep, methods, opts, layers, batch_size, max_tokens, progress,
+                              rev, rev_pairs, desc="aligning")
+    result = {m: [by_method[m].get(k, []) for k in range(len(pairs))] for m in methods}
+    stats = {"sentences": len(pairs), "empty": len(empty), "links": sum(len(v) for v in result[methods[0]]),
+             "unk": sum(p.unk for p in pairs), "too_long": len(bad)}
+    return result, stats, sorted(bad.items())

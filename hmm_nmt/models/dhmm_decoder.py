@@ -1,0 +1,326 @@
+"""Encoder and decoder of the transformer-based direct HMM (see :mod:`hmm_nmt.models.transformer_dhmm`).
+
+The decoder computes the alignment distributions (zero order: the mixture of the last layer's heads, Eq. 8;
+first order: :class:`~hmm_nmt.models.first_order_alignment.FirstOrderAlignment`, filtered over the target
+prefix), the chunked lexicon scores, and the output mixture p(e | e_<i, f) that fairseq's search reads.
+"""
+import math
+from typing import Dict, List
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from fairseq import utils
+from fairseq.models.transformer import TransformerConfig, TransformerDecoder, TransformerEncoder
+
+from hmm_nmt.hmm import direct
+from hmm_nmt.hmm.precision import accumulation_dtype, upcast
+from hmm_nmt.hmm.lexicon import LEXICON_DTYPES, gold_logits, lexicon_logz, lexicon_scores, log_mixture
+from hmm_nmt.models.dhmm_layers import DHMMDecoderLayer, Linear, _CachedSourceMixin
+from hmm_nmt.models.first_order_alignment import FirstOrderAlignment
+from hmm_nmt.models.topk_schedule import parse_topk_schedule, topk_at
+
+
+class DHMMEncoder(TransformerEncoder):
+    """fairseq's encoder, unchanged, except that it refuses empty source sentences.
+
+    The alignment distribution needs source words to align to; a source of EOS alone (an empty input
+    line) is a data error, reported instead of silently translated from nothing.
+    """
+
+    def forward(self, src_tokens, src_lengths=None, return_all_hiddens=False, token_embeddings=None):
+        words = src_tokens.ne(self.padding_idx) & src_tokens.ne(self.dictionary.eos())
+        empty = (~words.any(dim=1)).nonzero().flatten()
+        if len(empty) > 0:
+            raise ValueError(f"transformer_dhmm: empty source sentence (row {empty.tolist()} of the batch): "
+                             "the direct HMM needs at least one source word to align to")
+        return super().forward(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
+
+
+class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
+    """Decoder whose output is the direct-HMM mixture; see the module docstring."""
+
+    def __init__(self, args, dictionary, embed_tokens, no_encoder_attn=False, output_projection=None):
+        super().__init__(args, dictionary, embed_tokens, no_encoder_attn, output_projection)
+        if self.adaptive_softmax is not None:
+            raise ValueError("transformer_dhmm does not support --adaptive-softmax-cutoff")
+        d_out, d_src = self.output_embed_dim, args.encoder_embed_dim
+        self.lex_src_proj = Linear(d_src, d_out)  # W5
+        self.lex_tgt_proj = Linear(d_out, d_out, bias=False)  # W6
+        self.alignment_order = args.alignment_order
+        self.lexicon_chunk_size = args.lexicon_chunk_size
+        self.lexicon_dtype = LEXICON_DTYPES[args.lexicon_dtype]
+        self.topk = args.lexicon_topk
+        self.topk_warmup = args.lexicon_topk_warmup
+        self.topk_schedule = parse_topk_schedule(args.lexicon_topk_schedule, getattr(args, "max_update", 0))
+        self.topk_objective = args.lexicon_topk_objective
+        self.num_updates = 0
+        self.first_order = (
+            FirstOrderAlignment(args.decoder_embed_dim, d_src, args.decoder_embed_dim, args.max_jump)
+            if self.alignment_order == 1 else None
+        )
+        self.lexicon_dropout = args.lexicon_dropout
+        self.dhmm_layers = args.dhmm_layers
+        if self.dhmm_layers == "last":
+            # fairseq's own cross-attention (with its residual) below the last layer; only the last layer's
+            # Eq. 6 block gives the alignment distribution, so only it needs the moved ReLU
+            for idx in range(len(self.layers) - 1):
+                self.layers[idx] = TransformerDecoder.build_decoder_layer(self, args, no_encoder_attn)
+
+    @property
+    def lexicon_topk(self) -> int:
+        """K in effect: in training, the K of ``--lexicon-topk-schedule`` at this update, or 0 (exact) within the
+        first ``--lexicon-topk-warmup`` updates; otherwise (validation, decoding) ``--lexicon-topk``."""
+        if self.training:
+            if self.topk_schedule:
+                return topk_at(self.topk_schedule, self.num_updates)
+            if self.num_updates < self.topk_warmup:
+                return 0
+        return self.topk
+
+    def set_num_updates(self, num_updates):
+        # called by BaseFairseqModel.set_num_updates on every module, once per update
+        self.num_updates = num_updates
+
+    def build_decoder_layer(self, args, no_encoder_attn=False):
+        return DHMMDecoderLayer(TransformerConfig.from_namespace(args), no_encoder_attn=no_encoder_attn)
+
+    # ------------------------------------------------------------------ features and alignment
+    def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **unused):
+        bsz, _ = prev_output_tokens.size()
+        enc = encoder_out["encoder_out"][0]  # (J, B, C)
+        src_pad = (encoder_out["encoder_padding_mask"][0] if len(encoder_out["encoder_padding_mask"]) > 0
+                   else enc.new_zeros(bsz, enc.size(0), dtype=torch.bool))
+
+        positions = self.embed_positions(prev_output_tokens, incremental_state=incremental_state) \
+            if self.embed_positions is not None else None
+        tokens = prev_output_tokens
+        if incremental_state is not None:
+            tokens = prev_output_tokens[:, -1:]
+            positions = positions[:, -1:] if positions is not None else None
+        x = self.embed_scale * self.embed_tokens(tokens.contiguous())
+        if self.project_in_dim is not None:
+            x = self.project_in_dim(x)
+        if positions is not None:
+            x = x + positions
+        if self.layernorm_embedding is not None:
+            x = self.layernorm_embedding(x)
+        x = self.dropout_module(x).transpose(0, 1)
+
+        self_attn_padding_mask = tokens.eq(self.padding_idx) if tokens.eq(self.padding_idx).any() else None
+        inner_states: List[Tensor] = [x]
+        log_alpha = None
+        for layer in self.layers:
+            self_attn_mask = self.buffered_future_mask(x) if incremental_state is None else None
+            if isinstance(layer, DHMMDecoderLayer):
+                x, log_alpha = layer(x, enc, src_pad, incremental_state, self_attn_mask=self_attn_mask,
+                                     self_attn_padding_mask=self_attn_padding_mask)
+            else:  # --dhmm-layers last: a stock layer
+                x, _, _ = layer(x, enc, src_pad, incremental_state, self_attn_mask=self_attn_mask,
+                                self_attn_padding_mask=self_attn_padding_mask)
+            inner_states.append(x)
+        if self.layer_norm is not None:
+            x = self.layer_norm(x)
+        x = x.transpose(0, 1)
+        if self.project_out_dim is not None:
+            x = self.project_out_dim(x)
+
+        h = enc.transpose(0, 1)
+        extra = {"inner_states": inner_states, "encoder_out": h, "src_pad": src_pad}
+        if self.first_order is None:
+            # mixture of the heads' distributions (Eq. 8)
+            extra["log_align"] = torch.logsumexp(log_alpha, dim=1) - math.log(log_alpha.size(1))
+        else:
+            src = self.first_order._source_cache(incremental_state, lambda: self.first_order.source_features(h, src_pad))
+            log_init, log_trans = self.first_order(inner_states[-2].transpose(0, 1), src)
+            extra["log_init"], extra["log_trans"] = log_init, log_trans
+        return x, extra
+
+    # ------------------------------------------------------------------ lexicon
+    def lexicon_source(self, h: Tensor, incremental_state=None) -> Tensor:
+        """W5 h_j + b5 (B, J, d); in incremental decoding computed once per sentence and cached."""
+        return self._source_cache(incremental_state, lambda: {"lex": self.lex_src_proj(h)})["lex"]
+
+    def lexicon_features(self, x: Tensor, h: Tensor, incremental_state=None):
+        """(W5 h_j + b5 (B, J, d), W6 s_i (B, I, d)); the lexicon hidden is ReLU of their sum.
+
+        ``--lexicon-dropout`` drops units of both terms in training (per source and per target position, so
+        every consumer of one forward pass, the two-pass first-order pruning included, sees the same mask).
+        """
+        src, tgt = self.lexicon_source(h, incremental_state), self.lex_tgt_proj(x)
+        if self.lexicon_dropout > 0 and self.training:
+            src = F.dropout(src, self.lexicon_dropout, training=True)
+            tgt = F.dropout(tgt, self.lexicon_dropout, training=True)
+        return src, tgt
+
+    def reorder_incremental_state(self, incremental_state, new_order):
+        return self._reorder_cache(incremental_state, new_order, "src", source_only=True)
+
+    def _output_weight_bias(self):
+        proj = self.output_projection
+        return proj.weight, proj.bias
+
+    def lexicon_scores(self, x: Tensor, extra: Dict, target: Tensor, row_mask: Tensor, features=None):
+        """(log p(e_i | j), mean_v log p(v | j)) as (B, I, J) tensors for the rows where ``row_mask``.
+
+        Rows outside ``row_mask`` (target or source padding, pruned positions) get 0; the DP never uses
+        them because their alignment log-probability is -inf or their target position is masked.
+        ``features``: (src_feat, tgt_feat) of :meth:`lexicon_features` when the caller already has them.
+        """
+        src_feat, tgt_feat = features if features is not None else self.lexicon_features(x, extra["encoder_out"])
+        b, i, j = row_mask.nonzero(as_tuple=True)
+        hidden = torch.relu(src_feat[b, j] + tgt_feat[b, i])
+        weight, bias = self._output_weight_bias()
+        gold, mean = lexicon_scores(hidden, weight, bias, target[b, i], self.lexicon_chunk_size, self.lexicon_dtype)
+        out_gold = gold.new_zeros(row_mask.shape)
+        out_mean = gold.new_zeros(row_mask.shape)
+        out_gold = out_gold.index_put((b, i, j), gold)
+        out_mean = out_mean.index_put((b, i, j), mean)
+        return out_gold, out_mean
+
+    def lexicon_rows(self, extra: Dict, tgt_mask: Tensor) -> Tensor:
+        """(B, I, J) mask of the (i, j) pairs whose lexicon score the likelihood needs.
+
+        With ``--lexicon-topk K`` (zero order) only the K most probable source positions of each target
+        position are kept; the first-order pruning is sequential, see :meth:`pruned_first_order_loss`.
+        """
+        mask = tgt_mask[:, :, None] & ~extra["src_pad"][:, None, :]
+        if self.lexicon_topk and self.first_order is None:
+            mask = mask & direct.topk_mask(extra["log_align"].detach(), mask, self.lexicon_topk)
+        return mask
+
+    def alignment_potentials(self, extra: Dict, row_mask: Tensor) -> Dict[str, Tensor]:
+        """The alignment arguments of :func:`hmm_nmt.hmm.direct.log_likelihood` for this model's order."""
+        if self.first_order is None:
+            log_align = extra["log_align"]
+            if self.lexicon_topk and row_mask is not None:  # restricted sum: a lower bound of the likelihood
+                log_align = log_align.masked_fill(~row_mask, direct.MASKED)
+                if self.topk_objective == "pruned":  # the pruned model decoding uses: renormalised over them
+                    log_align = log_align.log_softmax(-1)
+            return {"log_align": log_align}
+        return {"log_init": extra["log_init"][:, 0], "log_trans": extra["log_trans"]}
+
+    def pruned_first_order_loss(self, x: Tensor, extra: Dict, target: Tensor, eps: float):
+        """First order with ``--lexicon-topk K``: (smoothed ll, exact-lexicon ll, kept mass), each (B,).
+
+        Two passes: the kept positions are chosen step by step without gradients, which needs only the
+        log-normalisers of the kept rows (:func:`direct.first_order_topk_paths`); then all kept rows are
+        scored in one lexicon call that reuses those normalisers, and the forward over the kept positions
+        is differentiated. One batched call instead of one per target step: the per-call (V, d) work
+        (weight conversion, gradient buffers, their accumulation) is paid once.
+        """
+        tgt_mask = target.ne(self.padding_idx)
+        src_feat, tgt_feat = self.lexicon_features(x, extra["encoder_out"])
+        weight, bias = self._output_weight_bias()
+        logz = x.new_zeros(tgt_mask.shape + src_feat.shape[1:2],
+                           dtype=accumulation_dtype(x.dtype))
+
+        def gold(i, keep):
+            b, j = keep.nonzero(as_tuple=True)
+            hidden = torch.relu(src_feat[b, j] + tgt_feat[b, i])
+            z = lexicon_logz(hidden, weight, bias, self.lexicon_chunk_size, self.lexicon_dtype)
+            logz[b, i, j] = z.to(logz.dtype)
+            return logz.new_zeros(keep.shape).index_put((b, j), gold_logits(hidden, weight, bias, target[b, i]) - z)
+
+        log_init, log_trans = extra["log_init"][:, 0], extra["log_trans"]
+        keep, ll_gold, mass = direct.first_order_topk_paths(log_init, log_trans, gold, tgt_mask, ~extra["src_pad"],
+                                                            self.lexicon_topk)
+        if self.topk_objective == "pruned":  # the pruned model's likelihood = the path sum - sum_i log m_i
+            ll_gold = ll_gold - mass.clamp(min=1e-30).log().masked_fill(~tgt_mask, 0.0).sum(-1)
+        b, i, j = keep.nonzero(as_tuple=True)
+        hidden = torch.relu(src_feat[b, j] + tgt_feat[b, i])
+        g, m = lexicon_scores(hidden, weight, bias, target[b, i], self.lexicon_chunk_size, self.lexicon_dtype,
+                              logz=logz[b, i, j])
+        scores = g if eps == 0 else (1.0 - eps) * g + eps * m
+        lex = scores.new_zeros(keep.shape).index_put((b, i, j), scores)
+        if self.topk_objective == "pruned":
+            ll = direct.first_order_pruned_filter_log_likelihood(log_init, log_trans, lex, keep, tgt_mask)
+        else:
+            ll = direct.first_order_pruned_log_likelihood(log_init, log_trans, lex, keep, tgt_mask)
+        return ll, ll_gold, mass.sum(-1)
+
+    def prune_alignment(self, log_align: Tensor, src_pad: Tensor):
+        """Decoding with ``--lexicon-topk K``: keep the K best positions, renormalised over them.
+
+        Returns (log_align with MASKED outside the kept positions, kept indices (B, I, K)), or
+        (log_align, None) without pruning or when K covers every source position.
+        """
+        if not self.lexicon_topk or self.lexicon_topk >= log_align.size(-1):
+            return log_align, None
+        idx = log_align.topk(self.lexicon_topk, dim=-1).indices
+        kept = log_align.gather(-1, idx).log_softmax(-1)
+        pruned = torch.full_like(log_align, direct.MASKED).scatter(-1, idx, kept)
+        return pruned.masked_fill(src_pad[:, None, :], direct.MASKED), idx
+
+    # ------------------------------------------------------------------ first-order filtering
+    def _first_order_alignment(self, x, extra, prev_output_tokens, incremental_state):
+        """Predicted alignment log p(b_i = j | e_<i, f) of the first-order model, by forward filtering.
+
+        q_{i-1}(j') = p(b_{i-1} = j' | e_<i, f) is the normalised forward vector; the prediction for step i
+        is sum_j' p(j | j') q_{i-1}(j'). In incremental decoding q and the previous step's lexicon
+        normaliser are the decoder's state (reordered with the beam).
+        """
+        log_init, log_trans = extra["log_init"], extra["log_trans"]
+        if incremental_state is None:
+            bsz, tgt_len = prev_output_tokens.shape
+            # e_{i-1} for step i is the input token at step i; score it under step i-1's lexicon
+            tgt = prev_output_tokens[:, 1:]
+            mask = torch.zeros(log_init.shape[0], tgt_len, log_init.shape[-1], dtype=torch.bool, device=x.device)
+            mask[:, :-1] = ~extra["src_pad"][:, None, :]
+            lex_prev, _ = self.lexicon_scores(x, extra, F.pad(tgt, (0, 1), value=self.padding_idx), mask)
+            src_pad = extra["src_pad"]
+            preds = [self.prune_alignment(log_init[:, :1], src_pad)[0][:, 0]]
+            for i in range(1, tgt_len):
+                filt = torch.log_softmax(preds[-1] + lex_prev[:, i - 1], dim=-1)
+                pred = direct._masked_lse(filt[:, :, None] + log_trans[:, i], dim=1)
+                preds.append(self.prune_alignment(pred[:, None], src_pad)[0][:, 0])
+            log_align = torch.stack(preds, dim=1)
+            extra["keep_idx"] = self.prune_alignment(log_align, src_pad)[1]
+            return log_align
+        state = self.first_order.get_incremental_state(incremental_state, "state")
+        if state is None:
+            pred = log_init[:, 0]
+        else:
+            weight, bias = self._output_weight_bias()
+            src_feat = self.lexicon_source(extra["encoder_out"], incremental_state)
+            hidden = torch.relu(src_feat + state["tgt_feat"][:, None, :])  # (B, J, d)
+            last = prev_output_tokens[:, -1:].expand(-1, hidden.size(1))
+            gold = gold_logits(hidden, weight, bias, last)
+            filt = torch.log_softmax(state["pred"] + gold - state["logz"], dim=-1)
+            pred = direct._masked_lse(filt[:, :, None] + log_trans[:, 0], dim=1)
+        log_align, extra["keep_idx"] = self.prune_alignment(pred[:, None, :], extra["src_pad"])
+        return log_align
+
+    # ------------------------------------------------------------------ output
+    def forward(self, prev_output_tokens, encoder_out=None, incremental_state=None, features_only=False,
+                full_context_alignment=False, alignment_layer=None, alignment_heads=None,
+                src_lengths=None, return_all_hiddens=False):
+        x, extra = self.extract_features(prev_output_tokens, encoder_out, incremental_state)
+        if self.first_order is not None and not features_only:
+            extra["log_align"] = self._first_order_alignment(x, extra, prev_output_tokens, incremental_state)
+        elif not features_only:
+            extra["log_align"], extra["keep_idx"] = self.prune_alignment(extra["log_align"], extra["src_pad"])
+        if "log_align" in extra:
+            extra["attn"] = [extra["log_align"].exp()]
+        if features_only:
+            return x, extra
+        src_feat, tgt_feat = self.lexicon_features(x, extra["encoder_out"], incremental_state)
+        weight, bias = self._output_weight_bias()
+        # the lexicon normalisers are part of the first-order filtering state, not needed otherwise
+        keep_state = self.first_order is not None and incremental_state is not None
+        log_probs = log_mixture(src_feat, tgt_feat, extra["log_align"], weight, bias, self.lexicon_chunk_size,
+                                self.lexicon_dtype, return_logz=keep_state, keep_idx=extra.get("keep_idx"))
+        if keep_state:
+            log_probs, logz = log_probs
+            if extra.get("keep_idx") is not None:
+                logz = logz.new_zeros(extra["log_align"].shape).scatter(-1, extra["keep_idx"], logz)
+            self.first_order.set_incremental_state(incremental_state, "state", {
+                "pred": extra["log_align"][:, -1], "logz": logz[:, -1], "tgt_feat": tgt_feat[:, -1]})
+        return log_probs, extra
+
+    def get_normalized_probs_scriptable(self, net_output, log_probs, sample=None):
+        # net_output[0] already holds log p(e | e_<i, f); log_softmax is the identity on it but keeps
+        # fairseq's temperature (which divides net_output[0]) meaningful
+        out = upcast(net_output[0])
+        return utils.log_softmax(out, dim=-1) if log_probs else utils.softmax(out, dim=-1)
