@@ -21,7 +21,9 @@ split into stages, each a module of one idea, over a few shared helpers:
 * :mod:`benchmarks.translation`: the orchestration of all stages (``Benchmark``) and the per-seed runs.
 
 Other drivers: :mod:`benchmarks.topk` (decode-time ``--lexicon-topk`` and the sweep table:
-``scripts/decode_topk.py``, ``scripts/topk_table.py``).
+``scripts/decode_topk.py``, ``scripts/topk_table.py``), :mod:`benchmarks.microbench` (helpers shared by
+``scripts/bench_train.py`` and ``scripts/bench_decode.py``), :mod:`benchmarks.lm` (``scripts/bench_lm.py``) and
+:mod:`benchmarks.align_variants` (``scripts/align_variants.py``).
 
 Imports inside the package go downwards only (no two modules import each other): ``translation`` over the
 stages, the stages over ``fairseq_runner`` / ``logs`` / ``scoring`` / ``progress``, and all over ``common``.
