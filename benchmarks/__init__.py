@@ -22,7 +22,8 @@ split into stages, each a module of one idea, over a few shared helpers:
 
 Other drivers: :mod:`benchmarks.topk` (decode-time ``--lexicon-topk`` and the sweep table:
 ``scripts/decode_topk.py``, ``scripts/topk_table.py``), :mod:`benchmarks.microbench` (helpers shared by
-``scripts/bench_train.py`` and ``scripts/bench_decode.py``), :mod:`benchmarks.lm` (``scripts/bench_lm.py``) and
+``scripts/bench_train.py`` and ``scripts/bench_decode.py``), :mod:`benchmarks.lm` (``scripts/bench_lm.py``),
+:mod:`benchmarks.tagging` (in-process tagger training, ``scripts/bench_tagging.py``) and
 :mod:`benchmarks.align_variants` (``scripts/align_variants.py``).
 
 Imports inside the package go downwards only (no two modules import each other): ``translation`` over the
