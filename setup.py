@@ -8,7 +8,8 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.8",
-    packages=find_packages(include=["hmm_nmt", "hmm_nmt.*", "alignment", "alignment.*", "wordalign", "wordalign.*"]),
+    packages=find_packages(include=["hmm_nmt", "hmm_nmt.*", "alignment", "alignment.*", "wordalign", "wordalign.*",
+                                    "benchmarks", "benchmarks.*"]),
     install_requires=[
         "torch>=2.0",
         # the fairseq 0.12.2 release does not import on Python 3.11; ve-fairseq ships the same package

@@ -24,8 +24,11 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_train import expand_models, model_flags, run_children, toy_data_bin  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:  # run from a checkout: this checkout's package
+    sys.path.insert(0, ROOT)
+
+from benchmarks.microbench import expand_models, model_flags, run_children, toy_data_bin  # noqa: E402
 
 
 def _rss_kb(field):

@@ -78,7 +78,7 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
     from fairseq import tasks as fairseq_tasks
 
-    from hmm_nmt.tagger_experiment import make_args, train_and_evaluate
+    from benchmarks.tagging import make_args, train_and_evaluate
 
     runs = {}
     if os.path.exists(args.out):

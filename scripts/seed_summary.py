@@ -1,83 +1,13 @@
 """Mean and spread over seeds of ``scripts/benchmark_translation.py`` results (its ``--seeds`` mode).
 
-Input: one ``results.json`` document per seed (the benchmark's own output); output: per direction and slot,
-for every metric the per-seed values, their mean, sample standard deviation (n - 1; 0 for one seed), min
-and max, as JSON and as a markdown table of "mean ± sd".
+Moved to ``benchmarks/seeds.py``; this module only re-exports it for code that imported ``seed_summary``
+with scripts/ on its path.
 """
-import math
-import statistics
+import os
+import sys
 
-METRICS = [  # (key in a results row, column title, format)
-    ("bleu", "BLEU", "{:.2f}"),
-    ("ter", "TER", "{:.2f}"),
-    ("chrf", "chrF", "{:.2f}"),
-    ("length_ratio", "len ratio", "{:.3f}"),
-    ("best_valid_nll_loss", "best valid nll", "{:.3f}"),
-    ("train_tokens_per_second", "train tok/s", "{:,.0f}"),
-    ("train_minutes", "train min", "{:.1f}"),
-    ("lenpen", "lenpen", "{:.2f}"),
-    ("eos_penalty", "EOS penalty", "{:.2f}"),
-]
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:  # run from a checkout: this checkout's package
+    sys.path.insert(0, ROOT)
 
-
-def _derived(row):
-    row = dict(row)
-    if row.get("train_wall_seconds") is not None:
-        row["train_minutes"] = row["train_wall_seconds"] / 60.0
-    return row
-
-
-def spread(values):
-    """{values, mean, sd, min, max} of the finite values (None where there are none)."""
-    vals = [float(v) for v in values if v is not None and math.isfinite(float(v))]
-    if not vals:
-        return {"values": list(values), "mean": None, "sd": None, "min": None, "max": None}
-    return {"values": vals, "mean": statistics.fmean(vals), "sd": statistics.stdev(vals) if len(vals) > 1 else 0.0,
-            "min": min(vals), "max": max(vals)}
-
-
-def aggregate(docs_by_seed):
-    """{seed: results.json document} -> {direction: [row per slot]}, slots in the benchmark's order."""
-    seeds = sorted(docs_by_seed)
-    out = {}
-    for seed in seeds:
-        for direction, rows in docs_by_seed[seed]["results"].items():
-            table = out.setdefault(direction, {})
-            for r in rows:
-                entry = table.setdefault(r["slot"], {"slot": r["slot"], "label": r["label"], "arch": r["arch"],
-                                                     "extra_args": r.get("extra_args", []), "seeds": [],
-                                                     "updates": [], "rows": []})
-                entry["seeds"].append(seed)
-                entry["updates"].append(r["updates"])
-                entry["rows"].append(_derived(r))
-    summary = {}
-    for direction, table in out.items():
-        summary[direction] = []
-        for entry in table.values():
-            rows = entry.pop("rows")
-            entry.update({key: spread([r.get(key) for r in rows]) for key, _, _ in METRICS})
-            summary[direction].append(entry)
-    return summary
-
-
-def _cell(stat, fmt):
-    if stat["mean"] is None:
-        return "n/a"
-    return f"{fmt.format(stat['mean'])} ± {fmt.format(stat['sd'])}"
-
-
-def markdown(summary, title="Translation benchmark over seeds", notes=()):
-    lines = [f"# {title}", "", *[f"- {n}" for n in notes],
-             "- every cell: mean ± sample standard deviation over the seeds; per-seed values in summary.json", ""]
-    for direction, rows in summary.items():
-        head = ["model", "arch", "seeds", "updates"] + [t for _, t, _ in METRICS]
-        lines += [f"## {direction}", "", "| " + " | ".join(head) + " |",
-                  "|" + "|".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + "|"]
-        for r in rows:
-            ups = sorted(set(r["updates"]))
-            cells = [r["label"], f"`{r['arch']}`" + (f" `{' '.join(r['extra_args'])}`" if r["extra_args"] else ""),
-                     ",".join(str(s) for s in r["seeds"]), "/".join(f"{u:,}" for u in ups)]
-            cells += [_cell(r[key], fmt) for key, _, fmt in METRICS]
-            lines.append("| " + " | ".join(cells) + " |")
-        lines.append("")
-    return "\n".join(lines)
+from benchmarks.seeds import METRICS, aggregate, markdown, spread  # noqa: E402,F401

@@ -12,19 +12,11 @@ import json
 import os
 import sys
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:  # run from a checkout: this checkout's package
+    sys.path.insert(0, ROOT)
 
-def load(out, name):
-    path = os.path.join(out, name, "results.json")
-    if not os.path.isfile(path):
-        return None
-    with open(path) as f:
-        res = json.load(f)
-    rows = res.get("results", {}).get("de-en") or next(iter(res.get("results", {}).values()), [])
-    if not res.get("complete") or not rows:
-        return None
-    row = dict(rows[0])
-    row["config"] = name
-    return row
+from benchmarks.topk import load_result, sweep_table  # noqa: E402
 
 
 def main(argv=None):
@@ -34,23 +26,9 @@ def main(argv=None):
     out, names = argv[0], argv[1:]
     rows, missing = [], []
     for name in names:
-        row = load(out, name)
+        row = load_result(out, name)
         (rows.append(row) if row else missing.append(name))
-    lines = ["| config | arch | train flags | updates | BLEU | TER | chrF | train tok/s | ratio | "
-             "decode sent/s | ratio | best valid nll |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    base = next((r for r in rows if r["config"] == "transformer"), rows[0] if rows else None)
-    for r in rows:
-        flags = " ".join(a for a in r.get("extra_args", []) if a.startswith("--lexicon") or not a.startswith("--"))
-        lines.append(
-            f"| {r['config']} | `{r['arch']}` | {flags or '-'} | {r['updates']} | {r['bleu']:.2f} | {r['ter']:.2f} | "
-            f"{r['chrf']:.2f} | {r['train_tokens_per_second']:.0f} | "
-            f"{r['train_tokens_per_second'] / base['train_tokens_per_second']:.2f} | "
-            f"{r['decode_sentences_per_second']:.2f} | "
-            f"{r['decode_sentences_per_second'] / base['decode_sentences_per_second']:.2f} | "
-            f"{r['best_valid_nll_loss']:.3f} |")
-    for name in missing:
-        lines.append(f"| {name} | missing: no complete {os.path.join(out, name, 'results.json')} |" + " |" * 10)
-    table = "\n".join(lines) + "\n"
+    table = sweep_table(out, rows, missing)
     sys.stdout.write(table)
     with open(os.path.join(out, "topk.md.tmp"), "w") as f:
         f.write(table)

@@ -756,11 +756,7 @@ def test_align_variants_script(toy, model, tmp_path):
     """The script behind the variant table of docs/alignment.md scores exactly what hmm-nmt-align writes."""
     import json
 
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
-    try:
-        import align_variants
-    finally:
-        sys.path.pop(0)
+    from benchmarks import align_variants
     from alignment.extract import main
 
     fwd, rev = model("dhmm0"), model("rev0")

@@ -1,14 +1,11 @@
 """scripts/bench_lm.py's Kneser-Ney baseline: the indexed continuation counts equal NLTK's own scan, and
 the perplexity is that of NLTK's model over the words and one </s> per sentence (needs nltk, the `lm` extra)."""
 import math
-import os
-import sys
 
 import pytest
 
 nltk_lm = pytest.importorskip("nltk.lm")
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
-import bench_lm  # noqa: E402
+from benchmarks import lm as bench_lm  # noqa: E402
 
 TRAIN = ["the cat sees the dog", "a dog sees the cat", "the old man buys a car", "a cat likes the old car",
          "the dog likes a man", "<unk> sees the car"]

@@ -10,8 +10,7 @@ import pytest
 
 from conftest import ROOT
 
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import seed_summary  # noqa: E402
+from benchmarks import seeds as seed_summary
 
 GENERATE = os.path.join(ROOT, "examples", "toy", "generate.py")
 PREPARE = os.path.join(ROOT, "examples", "multi30k", "prepare.sh")

@@ -10,9 +10,9 @@ import pytest
 import torch
 from fairseq import metrics, tasks
 
+from benchmarks.tagging import evaluate, make_args, train_and_evaluate
 from conftest import ROOT, SHARED_DATA
 from hmm_nmt.conll import CoNLLFormatError, read_conll, split_dev
-from hmm_nmt.tagger_experiment import evaluate, make_args, train_and_evaluate
 
 torch.set_num_threads(1)
 CONLL2000 = os.path.join(SHARED_DATA, "conll2000", "train.txt.gz")

@@ -8,9 +8,9 @@ import sys
 from conftest import ROOT
 from test_benchmark_seeds import run, toy_data
 
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import tune_lenpen  # noqa: E402
-from benchmark_translation import parse_generate_output, score  # noqa: E402
+from benchmarks import tuning as tune_lenpen
+from benchmarks.logs import parse_generate_output
+from benchmarks.scoring import score
 
 USER_DIR = os.path.join(ROOT, "hmm_nmt")
 TUNE = os.path.join(ROOT, "scripts", "tune_lenpen.py")

@@ -1,10 +1,11 @@
 """Train and evaluate one ``sequence_tagging`` model in-process, with fixed seed and budget.
 
-Used by ``scripts/bench_tagging.py`` and the tests. It goes through the very fairseq components the
-CLI uses (task, dictionaries, batch iterator, model, ``tagging_cross_entropy`` criterion); only the loop
-is a plain Adam loop so that runs are short, deterministic and timed (training tokens per second, tagging
-tokens per second). Evaluation is over the whole valid split with seqeval (chunk F1, micro) and tag
-accuracy, using the criterion's MPM prediction (arg-max over non-special tags).
+A driver over the models (they never import it), used by ``scripts/bench_tagging.py`` and the tests. It goes
+through the very fairseq components the CLI uses (task, dictionaries, batch iterator, model,
+``tagging_cross_entropy`` criterion); only the loop is a plain Adam loop so that runs are short, deterministic
+and timed (training tokens per second, tagging tokens per second). Evaluation is over the whole valid split
+with seqeval (chunk F1, micro) and tag accuracy, using the criterion's MPM prediction (arg-max over
+non-special tags).
 """
 import time
 

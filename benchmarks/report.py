@@ -1,0 +1,127 @@
+"""The translation benchmark's outputs: results.json, results.md (one table per direction) and PNG plots."""
+import contextlib
+import os
+import platform
+
+from benchmarks.common import atomic_write, write_json
+
+
+def hardware(software, threads):
+    """The machine, as results.json records it; ``software`` is the registry preflight's answer."""
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    sw = software or {}
+    return {"cpu": cpu, "logical_cpus": os.cpu_count(), "threads": threads or None,
+            "gpu": sw.get("gpu"), "device": "cuda" if sw.get("cuda") else "cpu",
+            "python": platform.python_version(), "torch": sw.get("torch"), "fairseq": sw.get("fairseq"),
+            "platform": platform.platform()}
+
+
+def write_outputs(doc, out_dir, plots=True):
+    """results.json, results.md and (with ``plots``) the PNG plots of the document ``doc`` in ``out_dir``."""
+    write_json(os.path.join(out_dir, "results.json"), doc)
+    atomic_write(os.path.join(out_dir, "results.md"), markdown_report(doc))
+    if plots:
+        plot(doc, out_dir)
+
+
+def _mib(x):
+    return f"{x / 2**20:,.0f}" if x else "n/a"
+
+
+def markdown_table(rows):
+    """The results table of one direction; one row per model, every cell filled."""
+    on_gpu = any(r.get("peak_train_cuda_bytes") for r in rows)
+    mem = "GPU max alloc" if on_gpu else "RSS"
+    head = ["model", "arch", "params", "updates", "BLEU", "TER", "chrF", "len ratio", "best valid nll",
+            "train tok/s", "decode sent/s", "decode tok/s", f"peak train {mem} MiB", f"peak decode {mem} MiB",
+            "train min", "lenpen"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + "|"]
+    for r in rows:
+        tr_mem = r["peak_train_cuda_bytes"] if on_gpu else r["peak_train_rss_bytes"]
+        de_mem = r["peak_decode_cuda_bytes"] if on_gpu else r["peak_decode_rss_bytes"]
+        cells = [r["label"], f"`{r['arch']}`", f"{r['parameters']:,}", f"{r['updates']:,}",
+                 f"{r['bleu']:.2f}", f"{r['ter']:.2f}", f"{r['chrf']:.2f}", f"{r['length_ratio']:.3f}",
+                 f"{r['best_valid_nll_loss']:.3f}",
+                 f"{r['train_tokens_per_second']:,.0f}" if r["train_tokens_per_second"] else "n/a",
+                 f"{r['decode_sentences_per_second']:.2f}", f"{r['decode_tokens_per_second']:,.1f}",
+                 _mib(tr_mem), _mib(de_mem), f"{r['train_wall_seconds'] / 60:.1f}", f"{r.get('lenpen', 1.0):g}"
+                 + (f" (EOS penalty {r['eos_penalty']:g})" if r.get("eos_penalty") else "")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def markdown_report(doc):
+    hw = doc["hardware"]
+    device = f"GPU {hw['gpu']}" if hw["device"] == "cuda" else f"CPU {hw['cpu']}, {hw['logical_cpus']} logical cores"
+    if hw.get("threads"):
+        device += f", {hw['threads']} thread(s) per process"
+    out = [f"# Translation benchmark{'' if doc['complete'] else ' (partial: still running)'}", "",
+           f"- command: `{doc['command']}`",
+           f"- data: {doc['data']['config']} ({doc['data']['sentences']['train']:,} training pairs, "
+           f"test {doc['data']['sentences']['test']:,} sentences)",
+           f"- budget per model: {doc['budget']}; {device}; torch {hw['torch']}, fairseq {hw['fairseq']}",
+           "- BLEU/TER/chrF: sacrebleu on tokenised lowercased text (`-tok none -lc`), BPE removed; "
+           "len ratio = hypothesis/reference length; valid nll in bits per target token (fairseq, base 2)",
+           "- train tok/s: target tokens per second of optimisation steps; decode: fairseq-generate's timer, "
+           f"beam {doc['settings']['beam']}", ""]
+    for direction, rows in doc["results"].items():
+        if not rows:
+            continue
+        out += [f"## {direction}", "", markdown_table(rows)]
+        sig = rows[0]["signatures"]
+        out += [f"sacrebleu: `{sig['bleu']}`, `{sig['ter']}`, `{sig['chrf']}`", ""]
+    return "\n".join(out)
+
+
+def plot(doc, out_dir):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    for direction, rows in doc["results"].items():
+        if not rows:
+            continue
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        for r in rows:
+            ups = [p["updates"] for p in r["valid_curve"]]
+            axes[0].plot(ups, [p["loss"] for p in r["valid_curve"]], marker="o", ms=3, label=r["label"])
+            axes[1].plot(ups, [p["nll_loss"] for p in r["valid_curve"]], marker="o", ms=3, label=r["label"])
+        axes[0].set_title("validation loss (training criterion)")
+        axes[1].set_title("validation NLL (bits per target token)")
+        for ax in axes:
+            ax.set_xlabel("updates")
+            ax.grid(alpha=0.3)
+            ax.legend()
+        fig.suptitle(f"{direction}: validation curves")
+        fig.tight_layout()
+        _save(fig, os.path.join(out_dir, f"valid_loss.{direction}.png"))
+        plt.close(fig)
+
+        labels = [r["label"] for r in rows]
+        fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+        for ax, key, title in zip(axes, ("train_tokens_per_second", "decode_sentences_per_second",
+                                         "decode_tokens_per_second"),
+                                  ("training target tokens/s", "decoding sentences/s", "decoding tokens/s")):
+            vals = [r[key] or 0.0 for r in rows]
+            bars = ax.bar(range(len(rows)), vals, color=[f"C{i}" for i in range(len(rows))])
+            ax.bar_label(bars, fmt="%.1f")
+            ax.margins(y=0.15)  # room for the labels
+            ax.set_xticks(range(len(rows)), labels, rotation=15, ha="right")
+            ax.set_title(title)
+        fig.suptitle(f"{direction}: throughput ({doc['hardware']['device']})")
+        fig.tight_layout()
+        _save(fig, os.path.join(out_dir, f"throughput.{direction}.png"))
+        plt.close(fig)
+
+
+def _save(fig, path):
+    tmp = f"{path}.tmp{os.getpid()}.png"
+    fig.savefig(tmp, dpi=110)
+    os.replace(tmp, path)

@@ -1,0 +1,85 @@
+"""The translation benchmark's model slots: architecture, criterion and extra flags of each, and overrides."""
+import shlex
+
+from benchmarks.common import BenchmarkError
+
+SLOTS = {
+    "transformer": {
+        "arch": "transformer",
+        "criterion": "label_smoothed_cross_entropy",
+        "label": "transformer",
+    },
+    "dhmm0": {
+        "arch": "transformer_dhmm",
+        "criterion": "dhmm_label_smoothed_cross_entropy",
+        "label": "direct HMM, zero order",
+    },
+    "dhmm1": {
+        "arch": "transformer_dhmm_first_order",
+        "criterion": "dhmm_label_smoothed_cross_entropy",
+        "label": "direct HMM, first order",
+    },
+    # the CPU path (docs/quality.md): the top-4 pruned objective with the bf16 lexicon for 80% of the updates,
+    # then the exact likelihood; validation and decoding exact
+    "dhmm0_fast": {
+        "arch": "transformer_dhmm",
+        "criterion": "dhmm_label_smoothed_cross_entropy",
+        "label": "direct HMM, zero order, top-4 then exact",
+        "args": ["--lexicon-dtype", "bf16", "--lexicon-topk-objective", "pruned",
+                 "--lexicon-topk-schedule", "4@0,0@80%"],
+    },
+    "dhmm1_fast": {
+        "arch": "transformer_dhmm_first_order",
+        "criterion": "dhmm_label_smoothed_cross_entropy",
+        "label": "direct HMM, first order, top-4 then exact",
+        "args": ["--lexicon-dtype", "bf16", "--lexicon-topk-objective", "pruned",
+                 "--lexicon-topk-schedule", "4@0,0@80%"],
+    },
+    # chain decoders over a transformer decoder of --layers layers (docs/hnmc.md, docs/iohmm.md); their
+    # defaults, e.g. --slot-args "hnmc=--hnmc-states 64" or "iohmm=--iohmm-decoder chain" to change them
+    "hnmc": {
+        "arch": "transformer_hnmc",
+        "criterion": "label_smoothed_cross_entropy",
+        "label": "HNMC over a transformer decoder",
+    },
+    "iohmm": {
+        "arch": "transformer_iohmm",
+        "criterion": "label_smoothed_cross_entropy",
+        "label": "IOHMM over a transformer decoder",
+    },
+}
+
+
+def parse_slot_map(items, what, allowed):
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise BenchmarkError(f"{what} expects SLOT=VALUE, got '{item}'")
+        slot, value = item.split("=", 1)
+        if slot not in allowed:
+            raise BenchmarkError(f"{what}: unknown slot '{slot}' (slots: {', '.join(allowed)})")
+        out[slot] = value
+    return out
+
+
+def resolve_slots(args):
+    """``--models`` with ``--arch`` / ``--criterion`` / ``--slot-args``: (slots in order, {slot: its config})."""
+    slots = [s.strip() for s in args.models.split(",") if s.strip()]
+    for s in slots:
+        if s not in SLOTS:
+            raise BenchmarkError(f"--models: unknown slot '{s}' (slots: {', '.join(SLOTS)})")
+    if len(set(slots)) != len(slots):
+        raise BenchmarkError("--models lists a slot twice")
+    archs = parse_slot_map(args.arch, "--arch", SLOTS)
+    crits = parse_slot_map(args.criterion, "--criterion", SLOTS)
+    extra = parse_slot_map(args.slot_args, "--slot-args", SLOTS)
+    slot_cfg = {
+        s: {
+            "arch": archs.get(s, SLOTS[s]["arch"]),
+            "criterion": crits.get(s, SLOTS[s]["criterion"]),
+            "label": SLOTS[s]["label"],
+            "extra_args": SLOTS[s].get("args", []) + shlex.split(extra.get(s, "")),
+        }
+        for s in slots
+    }
+    return slots, slot_cfg
