@@ -11,7 +11,7 @@ import torch
 from fairseq import metrics, tasks
 
 from conftest import ROOT, SHARED_DATA
-from hmm_nmt.conll import CoNLLFormatError, read_conll, split_dev
+from hmm_nmt.data.conll import CoNLLFormatError, read_conll, split_dev
 from hmm_nmt.tagger_experiment import evaluate, make_args, train_and_evaluate
 
 torch.set_num_threads(1)

@@ -11,13 +11,11 @@ Remote paths (iopath handlers) keep fairseq's own copy.
 import os
 import shutil
 
-_installed = False
+from hmm_nmt.compat._once import install_once
 
 
+@install_once
 def install() -> None:
-    global _installed
-    if _installed:
-        return
     from fairseq import checkpoint_utils
     from fairseq.file_io import PathManager
 
@@ -34,4 +32,3 @@ def install() -> None:
             return True
 
     checkpoint_utils.PathManager = AtomicCopyPathManager
-    _installed = True

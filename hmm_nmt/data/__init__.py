@@ -1,0 +1,1 @@
+"""Data formats: CoNLL column files, entity tag schemes (no fairseq import)."""
