@@ -27,9 +27,10 @@ failure never leaves a half-written output file behind.
 """
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from typing import FrozenSet, Iterable, List, Optional, Sequence, Tuple
+
+from hmm_nmt_io import atomic_write  # re-exported: the project's one atomic writer
 
 Link = Tuple[int, int]
 
@@ -368,29 +369,3 @@ def check_same_count(a: Sequence, b: Sequence, path_a: str, path_b: str) -> None
             path_b, len(b), len(a), path_a)
         raise AlignmentFormatError(
             f"has {n_short} sentences but {other} has {n_long} (mismatched line counts)", short, n_short + 1)
-
-
-def atomic_write(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename.
-
-    ``path == '-'`` writes to standard output.
-    """
-    if path == "-":
-        import sys
-
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the usual permissions
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
