@@ -25,7 +25,6 @@ Every reader takes an optional ``src_lens`` / ``tgt_lens`` (sentence lengths in 
 range, or a number of sentences that does not match.  Writers go through :func:`atomic_write`, so a
 failure never leaves a half-written output file behind.
 """
-import os
 import re
 from dataclasses import dataclass, field
 from typing import FrozenSet, Iterable, List, Optional, Sequence, Tuple
