@@ -63,9 +63,12 @@ def install() -> bool:
     def _infer_single_node_init(cfg):
         # the original asserts world_size <= number of GPUs; on CPU every rank is a process on this host
         if cfg.distributed_port <= 0:
-            import random
+            # a port the OS reports free rather than a random one: trainings (or test workers) may start at once
+            import socket
 
-            cfg.distributed_port = random.randint(10000, 60000)
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind(("localhost", 0))
+                cfg.distributed_port = s.getsockname()[1]
         cfg.distributed_init_method = f"tcp://localhost:{cfg.distributed_port}"
 
     original_infer = dist_utils.infer_init_method
