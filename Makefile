@@ -1,6 +1,7 @@
 # make install: build .venv (keeps an importable torch, else installs $(TORCH) first so pip never
 #               pulls a CUDA build), then the package in editable mode.
-# make test:    install + test extras, then the whole pytest suite (what .ci/run calls).
+# make test:    install + test extras, then the layer contracts (lint-imports, pyproject.toml), ruff when
+#               RUFF=1, and the whole pytest suite on PYTEST_WORKERS processes (pytest-xdist; what .ci/run calls).
 # make demo:    the quick start on the embedded toy corpus (examples/toy/demo.sh).
 PYTHON ?= python3
 VENV ?= .venv
@@ -8,6 +9,9 @@ TORCH ?= torch==2.13.0
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
 PYTEST_ARGS ?=
+PYTEST_WORKERS ?= 2
+# ruff joins `make test` once the tree is clean (`ruff check --fix .` after the refactor branches merge): RUFF=1
+RUFF ?= 0
 
 .PHONY: install test demo clean
 
@@ -18,10 +22,14 @@ install:
 
 test: install
 	$(PIP) install -q -e ".[test]"
-	$(PY) -m pytest -q $(PYTEST_ARGS) tests
+	$(VENV)/bin/lint-imports --no-logo
+ifeq ($(RUFF),1)
+	$(VENV)/bin/ruff check .
+endif
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) $(PYTEST_ARGS) tests
 
 demo: install
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash examples/toy/demo.sh
 
 clean:
-	rm -rf demo build dist *.egg-info
+	rm -rf demo build dist *.egg-info .import_linter_cache .ruff_cache

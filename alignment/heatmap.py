@@ -34,6 +34,8 @@ from typing import Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from hmm_nmt_io import atomic_output
+
 MATRIX_KEYS = ("alignment", "posterior", "attention")
 TITLES = {"alignment": "alignment probability p(j | e_<i, f)", "posterior": "posterior p(b_i = j | E, F)",
           "attention": "cross-attention (mean over heads)"}
@@ -52,15 +54,9 @@ def _pyplot():
 
 def _save(fig, path: str) -> None:
     """Render to a temporary file and rename, so a failure leaves no partial PNG."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, "." + os.path.basename(path) + ".tmp")
-    try:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with atomic_output(path) as tmp:
         fig.savefig(tmp, format="png", dpi=fig.dpi, bbox_inches="tight")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def _figure(n_rows: int, n_cols: int):
@@ -203,15 +199,9 @@ def matrices_from_checkpoint(path: str, data: str, subset: str, index: int, laye
 
 
 def _save_npz(path: str, data: dict) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, "." + os.path.basename(path) + ".tmp.npz")
-    try:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with atomic_output(path, suffix=".tmp.npz") as tmp:  # np.savez appends .npz to any other name
         np.savez(tmp, **{k: np.asarray(v) for k, v in data.items()})
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -25,10 +25,10 @@ Every reader takes an optional ``src_lens`` / ``tgt_lens`` (sentence lengths in 
 range, or a number of sentences that does not match.  Writers go through :func:`atomic_write`, so a
 failure never leaves a half-written output file behind.
 """
-import os
 import re
-import tempfile
 from typing import List, Optional, Sequence
+
+from hmm_nmt_io import atomic_write  # noqa: F401  (re-exported: the project's one atomic writer)
 
 # the alignment object and the Pharaoh line live in wordalign.pharaoh (below the model layer's hub)
 from wordalign.pharaoh import Alignment, AlignmentFormatError, Link, format_pharaoh, parse_pharaoh_line  # noqa: F401
@@ -293,29 +293,3 @@ def check_same_count(a: Sequence, b: Sequence, path_a: str, path_b: str) -> None
             path_b, len(b), len(a), path_a)
         raise AlignmentFormatError(
             f"has {n_short} sentences but {other} has {n_long} (mismatched line counts)", short, n_short + 1)
-
-
-def atomic_write(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename.
-
-    ``path == '-'`` writes to standard output.
-    """
-    if path == "-":
-        import sys
-
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the usual permissions
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

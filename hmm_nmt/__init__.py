@@ -2,9 +2,9 @@
 
 Importing this package (what ``fairseq-* --user-dir hmm_nmt`` does) registers every model,
 architecture, criterion and task of the plugin, makes fairseq checkpoints loadable under
-torch >= 2.6 (see :mod:`hmm_nmt.checkpoint_compat`), makes fairseq's checkpoint copies atomic
-(:mod:`hmm_nmt.atomic_checkpoints`) and, on machines without CUDA, lets fairseq's
-distributed training run on CPU processes with gloo (see :mod:`hmm_nmt.distributed_cpu`).
+torch >= 2.6 (see :mod:`hmm_nmt.compat.checkpoints`), makes fairseq's checkpoint copies atomic
+(:mod:`hmm_nmt.compat.atomic_checkpoints`) and, on machines without CUDA, lets fairseq's
+distributed training run on CPU processes with gloo (see :mod:`hmm_nmt.compat.distributed_cpu`).
 
 The HMM mathematics lives in :mod:`hmm_nmt.hmm` and does not import fairseq.
 """
@@ -13,13 +13,9 @@ import os
 
 __version__ = "0.1.0"
 
-from hmm_nmt import checkpoint_compat  # noqa: E402
+from hmm_nmt import compat  # noqa: E402
 
-checkpoint_compat.install()
-
-from hmm_nmt import numpy_compat  # noqa: E402
-
-numpy_compat.install()
+compat.install_torch()  # checkpoint loading under torch >= 2.6, numpy >= 2
 
 
 def _import_all(subpackage):
@@ -38,7 +34,4 @@ except ImportError:  # pure-torch use of hmm_nmt.hmm without fairseq installed
 if fairseq is not None:
     for _sub in ("tasks", "criterions", "models"):
         _import_all(_sub)
-    from hmm_nmt import atomic_checkpoints, distributed_cpu  # noqa: E402
-
-    atomic_checkpoints.install()
-    distributed_cpu.install()
+    compat.install_fairseq()  # atomic checkpoint copies; on CPU-only machines the gloo launcher and bf16 autocast

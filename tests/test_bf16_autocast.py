@@ -1,4 +1,4 @@
-"""bf16 autocast training (``fairseq-train --cpu --bf16``, hmm_nmt.cpu_bf16): matmuls in bf16, the direct HMM's
+"""bf16 autocast training (``fairseq-train --cpu --bf16``, hmm_nmt.compat.cpu_bf16): matmuls in bf16, the direct HMM's
 DP, log-sum-exps and accumulations in float32, parameters and gradients float32."""
 import re
 

@@ -149,7 +149,7 @@ def test_nothing_is_patched_when_cuda_is_available(monkeypatch):
     from fairseq.distributed import utils as dist_utils
     from fairseq.models import distributed_fairseq_model as dfm
 
-    from hmm_nmt import distributed_cpu
+    from hmm_nmt.compat import distributed_cpu
 
     before = (dist_utils.call_main, dist_utils.infer_init_method, dist_utils._infer_single_node_init,
               dist_utils._infer_torch_distributed_launch_init, dfm.DistributedDataParallel)

@@ -12,7 +12,7 @@ from fairseq import metrics, tasks
 
 from benchmarks.tagging import evaluate, make_args, train_and_evaluate
 from conftest import ROOT, SHARED_DATA
-from hmm_nmt.conll import CoNLLFormatError, read_conll, split_dev
+from hmm_nmt.data.conll import CoNLLFormatError, read_conll, split_dev
 
 torch.set_num_threads(1)
 CONLL2000 = os.path.join(SHARED_DATA, "conll2000", "train.txt.gz")

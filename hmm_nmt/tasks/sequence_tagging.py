@@ -10,7 +10,7 @@ then only holds the optional dictionaries, any directory will do). Without a val
 in ``scripts/tag.py``); the rest is the training split. ``--word-column`` and ``--tag-column`` choose the
 columns (0-based, negative counts from the end; default: first and last). Malformed files (a line with
 another column count than the first token line, an empty file) raise
-:class:`hmm_nmt.conll.CoNLLFormatError` naming the file and line.
+:class:`hmm_nmt.data.conll.CoNLLFormatError` naming the file and line.
 
 Dictionaries are built from the training split (``--word-min-count``; ``--lowercase`` folds words). If
 the data directory holds ``dict.words.txt`` / ``dict.tags.txt`` they are loaded instead. Both are fairseq
@@ -41,7 +41,7 @@ import torch
 from fairseq.data import Dictionary, LanguagePairDataset, ListDataset
 from fairseq.tasks import LegacyFairseqTask, register_task
 
-from hmm_nmt.conll import CoNLLFormatError, check_column, read_conll, split_dev
+from hmm_nmt.data.conll import CoNLLFormatError, check_column, read_conll, split_dev
 
 logger = logging.getLogger(__name__)
 

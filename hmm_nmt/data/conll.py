@@ -16,7 +16,8 @@ import gzip
 import io
 import os
 import random
-import tempfile
+
+from hmm_nmt_io import atomic_output
 
 
 class CoNLLFormatError(ValueError):
@@ -119,16 +120,9 @@ def split_dev(sentences, fraction, seed):
 
 def write_conll(path, sentences_rows):
     """Write rows (lists of columns) as a CoNLL file, atomically (temporary file then rename)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".conll.", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+    with atomic_output(path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as f:
             for rows in sentences_rows:
                 for cols in rows:
                     f.write(" ".join(cols) + "\n")
                 f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

@@ -15,7 +15,7 @@ import importlib
 
 import torch
 
-_installed = False
+from hmm_nmt.compat._once import install_once
 
 
 def _fairseq_enums():
@@ -72,12 +72,9 @@ def _omegaconf_classes():
             int, float, bool, str, dict, list] + node_types
 
 
+@install_once
 def install():
-    """Allow-list the classes above for ``weights_only`` loading (idempotent; no-op on old torch)."""
-    global _installed
-    if _installed:
-        return
+    """Allow-list the classes above for ``weights_only`` loading (no-op on old torch)."""
     add = getattr(torch.serialization, "add_safe_globals", None)
     if add is not None:
         add(safe_globals())
-    _installed = True

@@ -5,7 +5,10 @@ import types
 
 import numpy as np
 
+from hmm_nmt.compat._once import install_once
 
+
+@install_once
 def install():
     if not hasattr(np, "compat"):
         np.compat = types.SimpleNamespace(long=np.int64)

@@ -19,7 +19,7 @@ count processes instead of GPUs and pass no device ids. It does nothing when CUD
 (nccl) path stays stock fairseq. Everything else (gradient all-reduce, ``--update-freq`` accumulation,
 the all-reduce of the criterion's logging outputs, checkpointing on rank 0) is fairseq's own code.
 The same launcher hook turns ``--cpu --bf16`` (TPU-only in fairseq 0.12) into CPU autocast
-(:mod:`hmm_nmt.cpu_bf16`).
+(:mod:`hmm_nmt.compat.cpu_bf16`).
 
 Criterion statistics: every criterion of the plugin returns scalar sums and says
 ``logging_outputs_can_be_summed() -> True``, so fairseq reduces them by one all-reduce
@@ -31,22 +31,19 @@ import os
 
 import torch
 
-from hmm_nmt import cpu_bf16
+from hmm_nmt.compat import cpu_bf16
+from hmm_nmt.compat._once import install_once
 
 logger = logging.getLogger(__name__)
-
-_installed = False
 
 
 def _cpu_only() -> bool:
     return not torch.cuda.is_available()
 
 
+@install_once
 def install() -> bool:
-    """Patch fairseq's launcher for CPU processes (idempotent). Returns whether the patch is active."""
-    global _installed
-    if _installed:
-        return True
+    """Patch fairseq's launcher for CPU processes (once). Returns whether the patch is active."""
     if not _cpu_only():
         return False
     try:
@@ -66,9 +63,12 @@ def install() -> bool:
     def _infer_single_node_init(cfg):
         # the original asserts world_size <= number of GPUs; on CPU every rank is a process on this host
         if cfg.distributed_port <= 0:
-            import random
+            # a port the OS reports free rather than a random one: trainings (or test workers) may start at once
+            import socket
 
-            cfg.distributed_port = random.randint(10000, 60000)
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind(("localhost", 0))
+                cfg.distributed_port = s.getsockname()[1]
         cfg.distributed_init_method = f"tcp://localhost:{cfg.distributed_port}"
 
     original_infer = dist_utils.infer_init_method
@@ -119,5 +119,4 @@ def install() -> bool:
     dist_utils.call_main = call_main
     cpu_bf16.install()
     dfm.DistributedDataParallel = CPUDistributedDataParallel
-    _installed = True
     return True

@@ -3,7 +3,7 @@
 fairseq 0.12 treats ``--bf16`` as TPU-only (``parse_args_and_arch`` sets ``--tpu``, the trainer then asks
 torch_xla for a device), so on a CPU machine the flag fails before training starts. With ``--cpu --bf16``
 on a machine without CUDA, :func:`install` (called from the plugin's CPU launcher, see
-:mod:`hmm_nmt.distributed_cpu`) turns that into CPU autocast instead: parameters, gradients and optimizer
+:mod:`hmm_nmt.compat.distributed_cpu`) turns that into CPU autocast instead: parameters, gradients and optimizer
 state stay float32, and ``Trainer.train_step`` / ``valid_step`` run under
 ``torch.autocast("cpu", dtype=torch.bfloat16)``, so matmuls and linear layers compute in bf16 while the
 plugin's HMM code keeps its dynamic programmes, log-sum-exps and accumulations in float32 (the alignment
@@ -17,9 +17,10 @@ import os
 
 import torch
 
+from hmm_nmt.compat._once import install_once
+
 logger = logging.getLogger(__name__)
 ENV = "HMM_NMT_CPU_AUTOCAST"
-_installed = False
 
 
 def enable_from_cfg(cfg) -> None:
@@ -36,7 +37,7 @@ def enable_from_cfg(cfg) -> None:
             common.tpu = False
             cfg.distributed_training.tpu = False
         os.environ[ENV] = "bf16"
-        logger.info("--bf16 on CPU: bfloat16 autocast, float32 parameters and optimizer (hmm_nmt.cpu_bf16)")
+        logger.info("--bf16 on CPU: bfloat16 autocast, float32 parameters and optimizer (hmm_nmt.compat.cpu_bf16)")
     else:  # a later fairseq entry point in the same process (in-process tests, notebooks) starts clean
         os.environ.pop(ENV, None)
 
@@ -47,10 +48,8 @@ def autocast():
     return contextlib.nullcontext()
 
 
+@install_once
 def install() -> None:
-    global _installed
-    if _installed:
-        return
     from fairseq.trainer import Trainer
 
     for name in ("train_step", "valid_step"):
@@ -62,4 +61,3 @@ def install() -> None:
                 return __original(self, *args, **kwargs)
 
         setattr(Trainer, name, step)
-    _installed = True

@@ -5,19 +5,19 @@ then a rename) but makes ``checkpoint_last.pt`` and ``checkpoint_best.pt`` as pl
 (``PathManager.copy`` = ``shutil.copyfile``). A SIGKILL, an OOM kill or a preempted node during that copy leaves
 a truncated ``checkpoint_last.pt``, and the rerun that should resume from it dies loading it. :func:`install`
 gives ``fairseq.checkpoint_utils`` a ``PathManager`` whose ``copy`` of local files goes to ``DST.tmp`` and is
-renamed over ``DST`` (``os.replace``, atomic on POSIX): a kill leaves either the old or the new file.
+renamed over ``DST`` (``os.replace``, atomic on POSIX; :func:`hmm_nmt_io.atomic_output`): a kill leaves either
+the old or the new file.
 Remote paths (iopath handlers) keep fairseq's own copy.
 """
 import os
 import shutil
 
-_installed = False
+from hmm_nmt.compat._once import install_once
+from hmm_nmt_io import atomic_output
 
 
+@install_once
 def install() -> None:
-    global _installed
-    if _installed:
-        return
     from fairseq import checkpoint_utils
     from fairseq.file_io import PathManager
 
@@ -28,10 +28,8 @@ def install() -> None:
                 return PathManager.copy(src_path, dst_path, overwrite=overwrite)
             if not overwrite and os.path.exists(dst_path):
                 raise FileExistsError(dst_path)
-            tmp = dst_path + ".tmp"
-            shutil.copyfile(src_path, tmp)
-            os.replace(tmp, dst_path)
+            with atomic_output(dst_path, fixed=True) as tmp:
+                shutil.copyfile(src_path, tmp)
             return True
 
     checkpoint_utils.PathManager = AtomicCopyPathManager
-    _installed = True

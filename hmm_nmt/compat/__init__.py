@@ -1,0 +1,38 @@
+"""Patches that make fairseq 0.12 and torch work together for this plugin, installed on ``import hmm_nmt``.
+
+* :mod:`hmm_nmt.compat.checkpoints`: fairseq checkpoints load under torch >= 2.6 (``weights_only``);
+* :mod:`hmm_nmt.compat.numpy2`: fairseq's datasets on numpy >= 2 (``np.compat.long``);
+* :mod:`hmm_nmt.compat.atomic_checkpoints`: fairseq's checkpoint copies are atomic;
+* :mod:`hmm_nmt.compat.distributed_cpu`: fairseq's distributed training on CPU processes (gloo), and with it
+  :mod:`hmm_nmt.compat.cpu_bf16`: ``--cpu --bf16`` as CPU autocast.
+
+Every ``install()`` is guarded by :func:`install_once`.
+"""
+from hmm_nmt.compat import atomic_checkpoints, checkpoints, cpu_bf16, distributed_cpu, numpy2
+from hmm_nmt.compat._once import install_once
+
+__all__ = ["atomic_checkpoints", "checkpoints", "cpu_bf16", "distributed_cpu", "numpy2", "install_once",
+           "install_torch", "install_fairseq", "install_all"]
+
+
+def install_torch() -> None:
+    """The patches needed without fairseq's classes: checkpoint loading, numpy >= 2."""
+    checkpoints.install()
+    numpy2.install()
+
+
+def install_fairseq() -> None:
+    """The patches of fairseq itself (call once fairseq is importable): atomic checkpoint copies and, on a
+    machine without CUDA, the CPU launcher (which also turns ``--cpu --bf16`` into CPU autocast)."""
+    atomic_checkpoints.install()
+    distributed_cpu.install()
+
+
+def install_all() -> None:
+    """Every patch, in the order ``import hmm_nmt`` installs them; fairseq's only where fairseq imports."""
+    install_torch()
+    try:
+        import fairseq  # noqa: F401
+    except ImportError:
+        return
+    install_fairseq()

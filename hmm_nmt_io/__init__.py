@@ -1,0 +1,57 @@
+"""Atomic file output: write to a temporary file in the destination's folder, then rename over it.
+
+The one implementation behind every writer of the project (alignment files, CoNLL files, heat maps,
+fairseq's checkpoint copies, benchmark results). A failure or a kill leaves either the old file or the
+new one, never a truncated file, and no temporary file behind.
+
+A top-level package with no import but the standard library: ``alignment``'s readers and writers must not
+import torch or fairseq, and importing anything under ``hmm_nmt`` runs ``hmm_nmt/__init__.py``, which
+imports both (it registers the plugin). It therefore sits below every other package of the project.
+"""
+import contextlib
+import os
+import sys
+import tempfile
+
+__all__ = ["atomic_output", "atomic_write"]
+
+
+@contextlib.contextmanager
+def atomic_output(path: str, suffix: str = ".tmp", fixed: bool = False):
+    """Yield a temporary path next to ``path``; when the block succeeds, rename it over ``path``.
+
+    By default the temporary file is a fresh hidden ``mkstemp`` file that exists (empty) when the block
+    starts; the writer overwrites it. ``suffix`` ends its name, for writers that infer the format from it or
+    append an extension (``np.savez`` needs ``.npz``). With ``fixed=True`` it is ``path + suffix`` instead,
+    for a single writer of large files (checkpoints): what a SIGKILL leaves behind is overwritten by the
+    next write rather than piling up. The result gets the permissions of a newly created file (``0o666``
+    minus the umask), not ``mkstemp``'s ``0600``. On any failure the temporary file is removed and ``path``
+    is left as it was.
+    """
+    if fixed:
+        tmp = path + suffix
+    else:
+        folder = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=suffix, dir=folder)
+        os.close(fd)
+    try:
+        yield tmp
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write(path: str, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically; ``path == '-'`` writes to standard output."""
+    if path == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    with atomic_output(path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
