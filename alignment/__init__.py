@@ -8,8 +8,16 @@ This package is the tools layer, above the models: checkpoint-based alignment go
 Pharaoh line) live in :mod:`wordalign`, below both, re-exported here under their old module names.
 """
 from .aer import AERCounts, corpus_scores, sentence_counts, sentence_scores
-from .io import Alignment, AlignmentFormatError, read_alignments, read_giza_a3, read_naacl, read_pharaoh, \
-    write_naacl, write_pharaoh
+from .io import (
+    Alignment,
+    AlignmentFormatError,
+    read_alignments,
+    read_giza_a3,
+    read_naacl,
+    read_pharaoh,
+    write_naacl,
+    write_pharaoh,
+)
 from .subword import subword_to_word_links
 from .symmetrize import METHODS, symmetrize
 

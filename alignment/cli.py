@@ -10,8 +10,17 @@ import sys
 from typing import List, Optional
 
 from .aer import corpus_scores, sentence_scores
-from .io import FORMATS, AlignmentFormatError, atomic_write, check_same_count, format_pharaoh, read_alignments, \
-    read_pharaoh, read_tokens, validate_lengths
+from .io import (
+    FORMATS,
+    AlignmentFormatError,
+    atomic_write,
+    check_same_count,
+    format_pharaoh,
+    read_alignments,
+    read_pharaoh,
+    read_tokens,
+    validate_lengths,
+)
 from .symmetrize import METHODS, symmetrize
 
 __all__ = ["aer_main", "symmetrize_main", "format_summary"]

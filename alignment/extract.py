@@ -47,9 +47,18 @@ import sys
 import warnings
 from typing import List, Optional, Tuple
 
-from hmm_nmt.aligner.matrices import (METHODS, ExtractionError, SentenceMatrices, available_methods,  # noqa: F401
-                                      batch_matrices, dataset_matrices, default_layers, model_type, parse_layers,
-                                      unavailable)
+from hmm_nmt.aligner.matrices import (  # noqa: F401
+    METHODS,
+    ExtractionError,
+    SentenceMatrices,
+    available_methods,
+    batch_matrices,
+    dataset_matrices,
+    default_layers,
+    model_type,
+    parse_layers,
+    unavailable,
+)
 from hmm_nmt.aligner.pairs import EncodedPair, align_encoded, encode_pair, pair_dataset, too_long  # noqa: F401
 from wordalign.links import SOFT, LinkOptions, argmax_links, parse_decision, sentence_word_links  # noqa: F401
 from wordalign.segment import load_segmenter

@@ -3,6 +3,7 @@ import glob
 import os
 
 from benchmarks.common import BenchmarkError
+from hmm_nmt_io import atomic_output
 
 
 def average_checkpoints(paths, out_path):
@@ -30,9 +31,8 @@ def average_checkpoints(paths, out_path):
             avg[k] = (v / len(paths)).to(first["model"][k].dtype)
     first["model"] = avg
     first["last_optimizer_state"] = None  # not needed to decode; keeps the file small
-    tmp = f"{out_path}.tmp{os.getpid()}"
-    torch.save(first, tmp)
-    os.replace(tmp, out_path)
+    with atomic_output(out_path) as tmp:
+        torch.save(first, tmp)
 
 
 def select_checkpoint(jdir, average_best):

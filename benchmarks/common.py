@@ -2,6 +2,8 @@
 import json
 import os
 
+from hmm_nmt_io import atomic_write  # noqa: F401  (the project's one atomic writer; stages import it from here)
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 USER_DIR = os.path.join(REPO, "hmm_nmt")  # fairseq's --user-dir: the plugin of this checkout
 SCRIPTS = os.path.join(REPO, "scripts")
@@ -9,13 +11,6 @@ SCRIPTS = os.path.join(REPO, "scripts")
 
 class BenchmarkError(Exception):
     """A problem the user must fix; reported without a traceback."""
-
-
-def atomic_write(path, text):
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def write_json(path, obj):

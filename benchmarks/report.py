@@ -4,6 +4,7 @@ import os
 import platform
 
 from benchmarks.common import atomic_write, write_json
+from hmm_nmt_io import atomic_output
 
 
 def hardware(software, threads):
@@ -122,6 +123,5 @@ def plot(doc, out_dir):
 
 
 def _save(fig, path):
-    tmp = f"{path}.tmp{os.getpid()}.png"
-    fig.savefig(tmp, dpi=110)
-    os.replace(tmp, path)
+    with atomic_output(path, suffix=".png") as tmp:
+        fig.savefig(tmp, dpi=110)

@@ -27,8 +27,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run from a checkout: this checkout's package
     sys.path.insert(0, ROOT)
-
 from benchmarks.microbench import expand_models, model_flags, run_children, toy_data_bin  # noqa: E402
+from hmm_nmt_io import atomic_write  # noqa: E402
 
 
 def _rss_kb(field):
@@ -48,10 +48,10 @@ def _reset_peak_rss():
 
 def run_one(spec, opts, queue):
     import torch
-
-    import hmm_nmt  # noqa: F401
     from fairseq import checkpoint_utils, options, tasks, utils
     from fairseq.sequence_generator import SequenceGenerator
+
+    import hmm_nmt  # noqa: F401
 
     torch.set_num_threads(opts.threads)
     path, overrides = dict(opts.checkpoint).get(spec, (None, {}))
@@ -167,9 +167,7 @@ def main(argv=None):
     print("decode MB: peak memory of the decoding loop beyond what the process held after loading the model and "
           "the batches (CPU: peak RSS via /proc VmHWM, reset before decoding; GPU: max_memory_allocated)")
     if opts.json:
-        with open(opts.json + ".tmp", "w") as f:
-            json.dump(results, f, indent=1)
-        os.replace(opts.json + ".tmp", opts.json)
+        atomic_write(opts.json, json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from hmm_nmt.hmm.lexicon import LEXICON_DTYPES, lexicon_scores  # noqa: E402
+from hmm_nmt_io import atomic_write  # noqa: E402
 
 
 def timed(fn, sync):
@@ -140,9 +141,7 @@ def main(argv=None):
               f"{r['useful_ratio']:>7.2f} {r['executed_ratio']:>9.2f} {t_lex:>10.2f} {r['extra_peak_mb']:>14.0f} "
               f"{r['chunk_mb']:>9.1f} {r['unchunked_mb']:>13.0f}")
     if opts.json:
-        with open(opts.json + ".tmp", "w") as f:
-            json.dump(results, f, indent=1)
-        os.replace(opts.json + ".tmp", opts.json)
+        atomic_write(opts.json, json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":

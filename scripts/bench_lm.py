@@ -27,8 +27,8 @@ from tqdm import tqdm
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run from a checkout: this checkout's package
     sys.path.insert(0, ROOT)
-
 from benchmarks.lm import DEFAULT, MODELS, kn5, run_fairseq  # noqa: E402
+from hmm_nmt_io import atomic_write  # noqa: E402
 
 
 def main(argv=None):
@@ -75,9 +75,7 @@ def main(argv=None):
             res = run_fairseq(name, MODELS[name], opts, env)
         res["wall_s"] = time.time() - t0
         results[name] = res
-        with open(results_path + ".tmp", "w") as f:
-            json.dump(results, f, indent=1)
-        os.replace(results_path + ".tmp", results_path)
+        atomic_write(results_path, json.dumps(results, indent=1))
         tqdm.write(f"{name}: {json.dumps(res)}")
     print("\n| model | params | dev ppl | test ppl | s/epoch | peak RSS MB |\n| --- | --- | --- | --- | --- | --- |")
     for name in names:

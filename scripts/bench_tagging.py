@@ -30,6 +30,7 @@ from tqdm import tqdm
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+from hmm_nmt_io import atomic_write  # noqa: E402
 
 MODELS = [("rnn", "RNN"), ("birnn", "BiRNN"), ("hnmc", "HNMC"), ("hnmc2", "HNMC2"), ("hnmc_cn", "HNMC-CN"),
           ("bilstm", "BiLSTM"), ("bigru", "BiGRU")]
@@ -125,10 +126,7 @@ def main(argv=None):
         res["dev_tokens"] = int(task.dataset("valid").src_sizes.sum())
         runs[key] = {k: (float(v) if isinstance(v, (int, float)) or hasattr(v, "item") else v) for k, v in res.items()
                      if v is not None}
-        tmp = args.out + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump({"config": vars(args), "runs": runs}, f, indent=1)
-        os.replace(tmp, args.out)
+        atomic_write(args.out, json.dumps({"config": vars(args), "runs": runs}, indent=1))
         tqdm.write(f"{key}: {metric} {res['score']:.2f}  train {res['train_tok_s']:.0f} tok/s  ({res['wall']:.0f} s)",
                    file=sys.stderr)
     print(report(runs, task_specs, args))

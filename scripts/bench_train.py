@@ -30,15 +30,15 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run from a checkout: this checkout's package
     sys.path.insert(0, ROOT)
-
 from benchmarks.microbench import expand_models, model_flags, run_children, toy_data_bin  # noqa: E402
+from hmm_nmt_io import atomic_write  # noqa: E402
 
 
 def run_one(spec, opts, queue):
     import torch
+    from fairseq import options, tasks, utils
 
     import hmm_nmt  # noqa: F401  (registers the models)
-    from fairseq import options, tasks, utils
 
     torch.set_num_threads(opts.threads)
     arch, criterion, flags = model_flags(spec)
@@ -124,9 +124,7 @@ def main(argv=None):
               f"{r['memory_ratio']:>9.2f} {r['params']:>10d}")
     kernel = None if opts.skip_lexicon else lexicon_efficiency(opts, results[0])
     if opts.json:
-        with open(opts.json + ".tmp", "w") as f:
-            json.dump({"models": results, "lexicon_kernel": kernel}, f, indent=1)
-        os.replace(opts.json + ".tmp", opts.json)
+        atomic_write(opts.json, json.dumps({"models": results, "lexicon_kernel": kernel}, indent=1))
 
 
 def lexicon_efficiency(opts, r):

@@ -30,6 +30,9 @@ import signal
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's packages
+from hmm_nmt_io import atomic_write  # noqa: E402
+
 TOOLS = ("train", "generate")
 WRITE_EVERY_S = 5.0
 
@@ -60,10 +63,7 @@ class _Stats:
         self.data["updated"] = now
         self.data["max_rss_bytes"] = _max_rss_bytes()
         self.data["cuda_max_allocated_bytes"] = _cuda_max_allocated()
-        tmp = f"{self.path}.tmp{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(self.data, f, indent=1)
-        os.replace(tmp, self.path)
+        atomic_write(self.path, json.dumps(self.data, indent=1))
 
 
 def _max_rss_bytes():

@@ -23,8 +23,8 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 import hmm_nmt  # noqa: E402,F401  (registers the task/models, makes checkpoints loadable)
-from hmm_nmt.data.conll import CoNLLFormatError, check_column, read_conll, write_conll  # noqa: E402
 from hmm_nmt.criterions.tagging_cross_entropy import predict_tags  # noqa: E402
+from hmm_nmt.data.conll import CoNLLFormatError, check_column, read_conll, write_conll  # noqa: E402
 
 
 def parse_args(argv=None):

@@ -15,8 +15,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run from a checkout: this checkout's package
     sys.path.insert(0, ROOT)
-
 from benchmarks.topk import load_result, sweep_table  # noqa: E402
+from hmm_nmt_io import atomic_write  # noqa: E402
 
 
 def main(argv=None):
@@ -30,12 +30,8 @@ def main(argv=None):
         (rows.append(row) if row else missing.append(name))
     table = sweep_table(out, rows, missing)
     sys.stdout.write(table)
-    with open(os.path.join(out, "topk.md.tmp"), "w") as f:
-        f.write(table)
-    os.replace(os.path.join(out, "topk.md.tmp"), os.path.join(out, "topk.md"))
-    with open(os.path.join(out, "topk.json.tmp"), "w") as f:
-        json.dump({"rows": rows, "missing": missing}, f, indent=1)
-    os.replace(os.path.join(out, "topk.json.tmp"), os.path.join(out, "topk.json"))
+    atomic_write(os.path.join(out, "topk.md"), table)
+    atomic_write(os.path.join(out, "topk.json"), json.dumps({"rows": rows, "missing": missing}, indent=1))
     return 1 if missing else 0
 
 

@@ -215,8 +215,9 @@ def _incremental_gold(model, sample, mask):
 
 def load(name):
     """(model in eval mode, task, criterion) of fixture ``name`` through fairseq's public loading path."""
-    import hmm_nmt  # noqa: F401  (registers the plugin; makes checkpoints loadable under torch >= 2.6)
     from fairseq import checkpoint_utils
+
+    import hmm_nmt  # noqa: F401  (registers the plugin; makes checkpoints loadable under torch >= 2.6)
 
     path = os.path.join(FIXTURE_DIR, f"{name}.pt")
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=load_overrides(name),

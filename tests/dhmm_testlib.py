@@ -1,11 +1,11 @@
 """Helpers shared by the direct-HMM tests: tiny models built through fairseq's own argument parsing."""
 import torch
-
-import hmm_nmt  # noqa: F401  (registers the plugin)
 from fairseq import options
 from fairseq.data import Dictionary
 from fairseq.models import ARCH_MODEL_REGISTRY
 from fairseq.tasks.translation import TranslationTask
+
+import hmm_nmt  # noqa: F401  (registers the plugin)
 
 
 def make_dict(n_words=9):

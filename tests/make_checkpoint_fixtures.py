@@ -26,14 +26,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
+import checkpoint_fixtures as cf  # noqa: E402
 import torch  # noqa: E402
-
-import hmm_nmt  # noqa: E402,F401
 from fairseq import options, tasks, utils  # noqa: E402
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf  # noqa: E402
 from fairseq.trainer import Trainer  # noqa: E402
 
-import checkpoint_fixtures as cf  # noqa: E402
+import hmm_nmt  # noqa: E402,F401
 
 SEED = 1
 

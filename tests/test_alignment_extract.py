@@ -22,10 +22,10 @@ import sys
 import numpy as np
 import pytest
 import torch
+from test_alignment_heatmap import assert_png
 
 from alignment.io import read_pharaoh, read_tokens
 from alignment.symmetrize import symmetrize
-from test_alignment_heatmap import assert_png
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 USER_DIR = os.path.join(ROOT, "hmm_nmt")
@@ -756,8 +756,8 @@ def test_align_variants_script(toy, model, tmp_path):
     """The script behind the variant table of docs/alignment.md scores exactly what hmm-nmt-align writes."""
     import json
 
-    from benchmarks import align_variants
     from alignment.extract import main
+    from benchmarks import align_variants
 
     fwd, rev = model("dhmm0"), model("rev0")
     out = tmp_path / "rows.json"

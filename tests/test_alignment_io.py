@@ -4,9 +4,22 @@ import random
 
 import pytest
 
-from alignment.io import Alignment, AlignmentFormatError, atomic_write, check_same_count, format_pharaoh, \
-    parse_pharaoh_line, read_alignments, read_giza_a3, read_naacl, read_pharaoh, reverse_all, write_giza_a3, \
-    write_naacl, write_pharaoh
+from alignment.io import (
+    Alignment,
+    AlignmentFormatError,
+    atomic_write,
+    check_same_count,
+    format_pharaoh,
+    parse_pharaoh_line,
+    read_alignments,
+    read_giza_a3,
+    read_naacl,
+    read_pharaoh,
+    reverse_all,
+    write_giza_a3,
+    write_naacl,
+    write_pharaoh,
+)
 
 
 def random_alignments(seed, n=30, with_possible=True):

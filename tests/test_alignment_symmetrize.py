@@ -3,8 +3,7 @@ import os
 
 import pytest
 
-from alignment.symmetrize import METHODS, grow_diag, grow_diag_final, grow_diag_final_and, intersect, symmetrize, \
-    union
+from alignment.symmetrize import METHODS, grow_diag, grow_diag_final, grow_diag_final_and, intersect, symmetrize, union
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 

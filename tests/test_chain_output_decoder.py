@@ -4,8 +4,8 @@ EFB forward / the IOHMM core's likelihood with materialised emissions), incremen
 beam reordering, and gradients."""
 import pytest
 import torch
-
 from dhmm_testlib import batch, build, decode_incrementally
+
 from hmm_nmt.hmm import efb, iohmm, state_softmax
 from hmm_nmt.models.chain_output_decoder import HNMCOutputDecoder, IOHMMOutputDecoder
 

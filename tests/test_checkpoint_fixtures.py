@@ -17,18 +17,18 @@ IOHMM tagger's sequence likelihood, the VL-HMM tagger's joint likelihood, the HM
 """
 import math
 
+import checkpoint_fixtures as cf
 import pytest
 import torch
-
-import checkpoint_fixtures as cf
 
 torch.set_num_threads(1)
 EXPECTED = cf.read_expected()["fixtures"]
 
 
 def test_every_registered_architecture_has_a_fixture():
-    import hmm_nmt  # noqa: F401
     from fairseq.models import ARCH_MODEL_REGISTRY
+
+    import hmm_nmt  # noqa: F401
 
     ours = {a for a, m in ARCH_MODEL_REGISTRY.items() if m.__module__.startswith("hmm_nmt.")}
     covered = {arch for _, arch, _ in cf.FIXTURES.values()}

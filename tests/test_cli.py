@@ -177,9 +177,9 @@ def test_checkpoint_loading_allow_list(trained, toy, tmp_path):
     import pickle
 
     import torch
+    from fairseq import checkpoint_utils
 
     import hmm_nmt  # noqa: F401
-    from fairseq import checkpoint_utils
 
     _, save, _ = trained
     state = checkpoint_utils.load_checkpoint_to_cpu(str(save / "checkpoint_best.pt"))

@@ -4,8 +4,8 @@ transformer's own logits at the same batch and beam (scripts/bench_decode.py mea
 import pytest
 import torch
 from dhmm_testlib import batch, build
-
 from fairseq.sequence_generator import SequenceGenerator
+
 from hmm_nmt.hmm import lexicon
 from hmm_nmt.hmm.lexicon import log_mixture, release_workspace
 

@@ -2,8 +2,8 @@
 import pytest
 import torch
 from dhmm_testlib import batch, build, make_dict
-
 from fairseq.sequence_generator import SequenceGenerator
+
 from hmm_nmt.criterions.dhmm_label_smoothed_cross_entropy import dhmm_loss
 from hmm_nmt.hmm import direct
 
@@ -205,6 +205,7 @@ def test_empty_source_sentence_is_refused():
 @pytest.mark.parametrize("arch", [a for a, _ in ORDERS])
 def test_dhmm_layers_last_keeps_fairseq_cross_attention_below_the_last_layer(arch):
     from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
+
     from hmm_nmt.models.transformer_dhmm import DHMMDecoderLayer
     m, d = build(arch, layers=3, extra=["--dhmm-layers", "last"])
     kinds = [type(layer) for layer in m.decoder.layers]

@@ -110,10 +110,11 @@ def test_two_gloo_processes_equal_one_process_with_update_freq(scale_toy, model)
 def test_torchrun_environment_on_cpu(monkeypatch, world_flag):
     """Under torchrun fairseq 0.12 computes rank % torch.cuda.device_count() (ZeroDivisionError on CPU) and,
     without --distributed-world-size, keeps its default world size of 1 (one unsynchronised copy per process)."""
-    import hmm_nmt  # noqa: F401
     from fairseq.dataclass.configs import FairseqConfig
     from fairseq.distributed import utils as dist_utils
     from omegaconf import OmegaConf
+
+    import hmm_nmt  # noqa: F401
 
     for key, value in dict(MASTER_ADDR="127.0.0.1", MASTER_PORT="29511", WORLD_SIZE="2", RANK="1",
                            LOCAL_RANK="1").items():
@@ -127,10 +128,11 @@ def test_torchrun_environment_on_cpu(monkeypatch, world_flag):
 
 
 def test_spawn_on_cpu_counts_processes_not_gpus(monkeypatch):
-    import hmm_nmt  # noqa: F401
     from fairseq.dataclass.configs import FairseqConfig
     from fairseq.distributed import utils as dist_utils
     from omegaconf import OmegaConf
+
+    import hmm_nmt  # noqa: F401
 
     for key in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "SLURM_JOB_NODELIST", "SLURM_STEP_NODELIST"):
         monkeypatch.delenv(key, raising=False)
@@ -145,10 +147,10 @@ def test_spawn_on_cpu_counts_processes_not_gpus(monkeypatch):
 
 def test_nothing_is_patched_when_cuda_is_available(monkeypatch):
     """The GPU (nccl) path stays stock fairseq: with CUDA present the launcher patch installs nothing."""
-    import hmm_nmt  # noqa: F401
     from fairseq.distributed import utils as dist_utils
     from fairseq.models import distributed_fairseq_model as dfm
 
+    import hmm_nmt  # noqa: F401
     from hmm_nmt.compat import distributed_cpu
 
     before = (dist_utils.call_main, dist_utils.infer_init_method, dist_utils._infer_single_node_init,

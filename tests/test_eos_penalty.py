@@ -3,10 +3,10 @@ step (the other tokens keep the model's teacher-forced log-probabilities), and i
 lenpen cannot: the hypotheses it yields are not among those the stock search finishes."""
 import pytest
 import torch
+from dhmm_testlib import build
 from fairseq.dataclass.configs import GenerationConfig
 from fairseq.tasks.translation import TranslationTask
 
-from dhmm_testlib import build
 from hmm_nmt.tasks.translation_eos_penalty import TranslationEosPenaltyConfig, TranslationEosPenaltyTask
 
 ARCHS = ["transformer", "transformer_dhmm", "transformer_dhmm_first_order", "transformer_hnmc", "transformer_iohmm"]

@@ -5,11 +5,10 @@ import itertools
 import numpy as np
 import pytest
 import torch
+from test_efb import HMM, HMM2, brute_force
 
 from hmm_nmt.hmm import efb
 from hmm_nmt.hmm.hnmc import HNMC2Layer, HNMCCNLayer, HNMCLayer, HNMCStack, make_architecture
-
-from test_efb import HMM, HMM2, brute_force
 
 torch.set_num_threads(1)
 DT = torch.float64

@@ -6,10 +6,10 @@ import sys
 
 import pytest
 import torch
+from conftest import ROOT, SHARED_DATA
 from fairseq import options
 from fairseq.data import Dictionary
 
-from conftest import ROOT, SHARED_DATA
 from hmm_nmt.criterions.iohmm_tagging import IOHMMTaggingCriterion
 from hmm_nmt.models.iohmm_tagger import IOHMMTagger
 

@@ -12,7 +12,7 @@ import os
 import grimp
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PACKAGES = [p for p in ("hmm_nmt_io", "hmm_nmt", "alignment", "benchmarks")
+PACKAGES = [p for p in ("hmm_nmt_io", "wordalign", "hmm_nmt", "alignment", "benchmarks")
             if os.path.isfile(os.path.join(ROOT, p, "__init__.py"))]
 SCRIPTS = sorted(n[:-3] for n in os.listdir(os.path.join(ROOT, "scripts")) if n.endswith(".py"))
 

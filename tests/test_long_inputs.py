@@ -13,8 +13,8 @@ import sys
 import pytest
 import torch
 from dhmm_testlib import build
-
 from fairseq.sequence_generator import SequenceGenerator
+
 from hmm_nmt.criterions.dhmm_label_smoothed_cross_entropy import dhmm_loss
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

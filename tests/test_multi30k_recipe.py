@@ -11,7 +11,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import ROOT, SHARED_DATA
 
 MULTI30K = os.path.join(SHARED_DATA, "multi30k")

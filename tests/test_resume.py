@@ -78,8 +78,9 @@ def test_checkpoint_copy_cannot_be_truncated_by_a_kill(tmp_path, monkeypatch):
     """fairseq copies checkpoint_1_N.pt to checkpoint_last.pt: a kill during the copy keeps the old file."""
     import shutil
 
-    import hmm_nmt  # noqa: F401  (installs the atomic copy)
     from fairseq import checkpoint_utils
+
+    import hmm_nmt  # noqa: F401  (installs the atomic copy)
 
     src, dst = tmp_path / "checkpoint_1_6.pt", tmp_path / "checkpoint_last.pt"
     src.write_bytes(b"new" * 1000)

@@ -8,10 +8,10 @@ import sys
 
 import pytest
 import torch
+from conftest import ROOT, SHARED_DATA
 from fairseq import metrics, tasks
 
 from benchmarks.tagging import evaluate, make_args, train_and_evaluate
-from conftest import ROOT, SHARED_DATA
 from hmm_nmt.data.conll import CoNLLFormatError, read_conll, split_dev
 
 torch.set_num_threads(1)

@@ -5,7 +5,6 @@ import os
 
 import pytest
 import torch
-
 from conftest import ROOT
 
 torch.set_num_threads(1)

@@ -8,7 +8,6 @@ import sys
 
 import pytest
 import torch
-
 from conftest import ROOT
 from dhmm_testlib import batch, build, decode_incrementally
 

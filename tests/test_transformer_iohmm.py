@@ -6,11 +6,11 @@ import sys
 
 import pytest
 import torch
-
-import hmm_nmt  # noqa: F401  (registers the model)
 from fairseq import options
 from fairseq.data import Dictionary
 from fairseq.models import ARCH_MODEL_REGISTRY
+
+import hmm_nmt  # noqa: F401  (registers the model)
 from hmm_nmt.hmm import iohmm
 from hmm_nmt.models.transformer_iohmm import TransformerIOHMMModel
 

@@ -5,10 +5,15 @@ import itertools
 
 import pytest
 import torch
-import torch.nn.functional as F
 
-from hmm_nmt.hmm.vlhmm import (VLHMM, Constraints, autograd_posteriors, dense_log_likelihood, read_word_clusters,
-                               row_logsumexp)
+from hmm_nmt.hmm.vlhmm import (
+    VLHMM,
+    Constraints,
+    autograd_posteriors,
+    dense_log_likelihood,
+    read_word_clusters,
+    row_logsumexp,
+)
 
 NEVER = 0  # symbol 0 plays padding: never emitted
 

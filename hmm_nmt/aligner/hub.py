@@ -31,7 +31,8 @@ from hmm_nmt.aligner.pairs import EncodedPair, align_encoded, encode_pair, too_l
 from wordalign.links import LinkOptions, parse_decision
 from wordalign.pharaoh import format_pharaoh
 from wordalign.segment import Segmenter
-from wordalign.subword import word_index, words as subword_words
+from wordalign.subword import word_index
+from wordalign.subword import words as subword_words
 
 __all__ = ["WordAlignment", "AlignmentHubInterface", "from_pretrained"]
 

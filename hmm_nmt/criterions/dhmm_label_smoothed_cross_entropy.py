@@ -20,13 +20,12 @@ sum_i log p(e_i | e_<i, f) = log p(E | F), which the DP computes).
 from dataclasses import dataclass, field
 
 import torch
-
 from fairseq.criterions import register_criterion
-from fairseq.logging import metrics
 from fairseq.criterions.label_smoothed_cross_entropy import (
     LabelSmoothedCrossEntropyCriterion,
     LabelSmoothedCrossEntropyCriterionConfig,
 )
+from fairseq.logging import metrics
 
 from hmm_nmt.hmm import direct
 from hmm_nmt.hmm.lexicon import mixture_log_prob_sum

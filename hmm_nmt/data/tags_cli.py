@@ -10,12 +10,11 @@ through unchanged, as is every column but the tag. Errors name ``path:line``; th
 only complete (written to a temporary file, then renamed).
 """
 import argparse
-import os
 import sys
-import tempfile
 from typing import List, Tuple
 
 from hmm_nmt.data import tag_schemes as ts
+from hmm_nmt_io import atomic_write
 
 PROG = "hmm-nmt-tags"
 
@@ -38,7 +37,7 @@ def read_blocks(path: str, column: int) -> Tuple[List[str], List[List[Tuple[int,
         with _open(path) as f:
             lines = f.read().split("\n")
     except (OSError, UnicodeDecodeError) as e:
-        raise _Error(f"{path}: {e}")
+        raise _Error(f"{path}: {e}") from e
     if lines and lines[-1] == "":
         lines.pop()
     sentences, cur = [], []
@@ -53,9 +52,9 @@ def read_blocks(path: str, column: int) -> Tuple[List[str], List[List[Tuple[int,
             tag = fields[column]
             ts.split_tag(tag)
         except IndexError:
-            raise _Error(f"{path}:{k + 1}: no column {column} in {line!r}")
+            raise _Error(f"{path}:{k + 1}: no column {column} in {line!r}") from None
         except ts.TagSchemeError as e:
-            raise _Error(f"{path}:{k + 1}: {e}")
+            raise _Error(f"{path}:{k + 1}: {e}") from e
         cur.append((k, tag))
     if cur:
         sentences.append(cur)
@@ -68,18 +67,6 @@ def _replace_field(line: str, column: int, value: str) -> str:
     real = [i for i, f in enumerate(fields) if f != ""]
     fields[real[column]] = value
     return sep.join(fields)
-
-
-def _atomic_write(path: str, text: str):
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def _scheme_of(path, sentences, given):
@@ -98,11 +85,11 @@ def convert(opts):
         try:
             new, m = ts.convert(tags, src, dst)
         except ts.TagSchemeError as e:
-            raise _Error(f"{opts.input}:{sent[0][0] + 1}: {e}")
+            raise _Error(f"{opts.input}:{sent[0][0] + 1}: {e}") from e
         merges += m
         for (k, _), tag in zip(sent, new):
             lines[k] = _replace_field(lines[k], opts.column, tag)
-    _atomic_write(opts.output, "\n".join(lines) + "\n")
+    atomic_write(opts.output, "\n".join(lines) + "\n")
     print(f"{PROG}: {len(sentences)} sentences {src} -> {dst}; {invalid} invalid under {src} (read leniently); "
           f"{merges} adjacent same-type entity pairs merged" + (" (IO cannot separate them)" if merges else ""),
           file=sys.stderr)
@@ -114,8 +101,8 @@ def detect(opts):
 
 
 def score(opts):
-    from seqeval.metrics import classification_report, f1_score, precision_score, recall_score
     from seqeval import scheme as seqeval_scheme
+    from seqeval.metrics import classification_report, f1_score, precision_score, recall_score
 
     _, gold = read_blocks(opts.gold, opts.column)
     _, pred = read_blocks(opts.pred, opts.column)

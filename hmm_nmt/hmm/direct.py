@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from hmm_nmt.hmm import chain
-from hmm_nmt.hmm.logspace import MASKED, masked_logsumexp
+from hmm_nmt.hmm.logspace import MASKED
 from hmm_nmt.hmm.semiring import LOG_SAFE
 
 __all__ = ["MASKED", "zero_order_log_likelihood", "first_order_forward", "first_order_log_likelihood",
@@ -161,5 +161,3 @@ def first_order_pruned_filter_log_likelihood(log_init: Tensor, log_trans: Tensor
         q = new if q is None else torch.where(real[:, None], new, q)
     return ll
 
-
-_masked_lse = masked_logsumexp  # the old private name, for code written against it

@@ -32,7 +32,6 @@ forward).
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
 from fairseq import utils
 from fairseq.models import FairseqIncrementalDecoder
 from fairseq.models.transformer import TransformerDecoder

@@ -9,14 +9,14 @@ from typing import Dict, List
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
-
 from fairseq import utils
 from fairseq.models.transformer import TransformerConfig, TransformerDecoder, TransformerEncoder
+from torch import Tensor
 
 from hmm_nmt.hmm import direct
-from hmm_nmt.hmm.precision import accumulation_dtype, upcast
 from hmm_nmt.hmm.lexicon import LEXICON_DTYPES, gold_logits, lexicon_logz, lexicon_scores, log_mixture
+from hmm_nmt.hmm.precision import accumulation_dtype, upcast
+from hmm_nmt.hmm.semiring import LOG_SAFE
 from hmm_nmt.models.dhmm_layers import DHMMDecoderLayer, Linear, _CachedSourceMixin
 from hmm_nmt.models.first_order_alignment import FirstOrderAlignment
 from hmm_nmt.models.topk_schedule import parse_topk_schedule, topk_at
@@ -259,7 +259,8 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
 
         q_{i-1}(j') = p(b_{i-1} = j' | e_<i, f) is the normalised forward vector; the prediction for step i
         is sum_j' p(j | j') q_{i-1}(j'). In incremental decoding q and the previous step's lexicon
-        normaliser are the decoder's state (reordered with the beam).
+        normaliser are the decoder's state (reordered with the beam). The step is the chain module's filter
+        step (:mod:`hmm_nmt.hmm.semiring`'s vector-matrix product), with ``--lexicon-topk`` pruning between steps.
         """
         log_init, log_trans = extra["log_init"], extra["log_trans"]
         if incremental_state is None:
@@ -273,7 +274,7 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
             preds = [self.prune_alignment(log_init[:, :1], src_pad)[0][:, 0]]
             for i in range(1, tgt_len):
                 filt = torch.log_softmax(preds[-1] + lex_prev[:, i - 1], dim=-1)
-                pred = direct._masked_lse(filt[:, :, None] + log_trans[:, i], dim=1)
+                pred = LOG_SAFE.matvec(filt, log_trans[:, i])
                 preds.append(self.prune_alignment(pred[:, None], src_pad)[0][:, 0])
             log_align = torch.stack(preds, dim=1)
             extra["keep_idx"] = self.prune_alignment(log_align, src_pad)[1]
@@ -288,7 +289,7 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
             last = prev_output_tokens[:, -1:].expand(-1, hidden.size(1))
             gold = gold_logits(hidden, weight, bias, last)
             filt = torch.log_softmax(state["pred"] + gold - state["logz"], dim=-1)
-            pred = direct._masked_lse(filt[:, :, None] + log_trans[:, 0], dim=1)
+            pred = LOG_SAFE.matvec(filt, log_trans[:, 0])
         log_align, extra["keep_idx"] = self.prune_alignment(pred[:, None, :], extra["src_pad"])
         return log_align
 

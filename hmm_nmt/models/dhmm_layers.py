@@ -8,10 +8,9 @@ from typing import Optional
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch import Tensor
-
 from fairseq.incremental_decoding_utils import with_incremental_state
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
+from torch import Tensor
 
 from hmm_nmt.hmm import direct
 from hmm_nmt.hmm.precision import upcast

@@ -3,9 +3,8 @@ from typing import Dict
 
 import torch
 import torch.nn as nn
-from torch import Tensor
-
 from fairseq.incremental_decoding_utils import with_incremental_state
+from torch import Tensor
 
 from hmm_nmt.hmm import direct
 from hmm_nmt.hmm.precision import upcast

@@ -31,7 +31,6 @@ imported here, where they have always been importable from. This module holds th
 options, its alignment matrices (:meth:`TransformerDHMMModel.alignment_matrices`) and its architectures.
 """
 import torch
-
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import TransformerModel
 from fairseq.models.transformer.transformer_legacy import base_architecture, transformer_iwslt_de_en

@@ -42,13 +42,12 @@ from typing import Dict, Optional
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch import Tensor
-
 from fairseq import utils
 from fairseq.models import FairseqIncrementalDecoder, register_model, register_model_architecture
 from fairseq.models.transformer import TransformerModel
 from fairseq.models.transformer.transformer_legacy import base_architecture
 from fairseq.modules import FairseqDropout, MultiheadAttention, PositionalEmbedding
+from torch import Tensor
 
 from hmm_nmt.hmm.hnmc import HNMCLayer
 from hmm_nmt.hmm.precision import upcast

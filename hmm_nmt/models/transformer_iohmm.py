@@ -25,8 +25,6 @@ context ``c_t`` over the encoder states (queried by that embedding plus its posi
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.utils.checkpoint import checkpoint
-
 from fairseq import utils
 from fairseq.models import (
     FairseqEncoderDecoderModel,
@@ -34,10 +32,15 @@ from fairseq.models import (
     register_model,
     register_model_architecture,
 )
-from fairseq.models.transformer import TransformerEncoder, TransformerModel
-from fairseq.models.transformer import DEFAULT_MAX_SOURCE_POSITIONS, DEFAULT_MAX_TARGET_POSITIONS
+from fairseq.models.transformer import (
+    DEFAULT_MAX_SOURCE_POSITIONS,
+    DEFAULT_MAX_TARGET_POSITIONS,
+    TransformerEncoder,
+    TransformerModel,
+)
 from fairseq.models.transformer import base_architecture as transformer_base_architecture
 from fairseq.modules import LayerNorm, MultiheadAttention, PositionalEmbedding
+from torch.utils.checkpoint import checkpoint
 
 from hmm_nmt.hmm import iohmm
 from hmm_nmt.models.chain_output_decoder import IOHMMOutputDecoder

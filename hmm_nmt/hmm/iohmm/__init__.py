@@ -45,9 +45,29 @@ log-partition); (b) GEM (:func:`gem_step`): E-step posteriors as fixed targets a
 (:func:`em_step`, Eq. 12) for lookup-table networks addressed by quantized inputs.
 """
 from hmm_nmt.hmm.iohmm.dp import (  # noqa: F401
-    NEG_INF, Filter, Posteriors, backward_scaled, filter_step, forward_filter, log_alpha, log_beta, log_likelihood,
-    log_matvec, observe, posteriors, q_function, safe_log, state_distribution, viterbi)
+    NEG_INF,
+    Filter,
+    Posteriors,
+    backward_scaled,
+    filter_step,
+    forward_filter,
+    log_alpha,
+    log_beta,
+    log_likelihood,
+    log_matvec,
+    observe,
+    posteriors,
+    q_function,
+    safe_log,
+    state_distribution,
+    viterbi,
+)
 from hmm_nmt.hmm.iohmm.model import IOHMM, em_step, gem_step  # noqa: F401
 from hmm_nmt.hmm.iohmm.networks import (  # noqa: F401
-    GaussianOutputs, LookupMultinomialOutputs, LookupStateNetworks, MultinomialOutputs, StateNetworks,
-    left_to_right_graph)
+    GaussianOutputs,
+    LookupMultinomialOutputs,
+    LookupStateNetworks,
+    MultinomialOutputs,
+    StateNetworks,
+    left_to_right_graph,
+)

@@ -40,8 +40,14 @@ test oracles). No fairseq import here.
 """
 from hmm_nmt.hmm.vlhmm.constraints import Constraints, Restriction, read_word_clusters
 from hmm_nmt.hmm.vlhmm.model import VLHMM, autograd_posteriors, dense_log_likelihood, num_parameters
-from hmm_nmt.hmm.vlhmm.params import (BatchParameters, NeuralParameters, ResidualMLP, ScalarParameters,
-                                      normalize_emissions, row_logsumexp)
+from hmm_nmt.hmm.vlhmm.params import (
+                                      BatchParameters,
+                                      NeuralParameters,
+                                      ResidualMLP,
+                                      ScalarParameters,
+                                      normalize_emissions,
+                                      row_logsumexp,
+)
 
 __all__ = [
     "read_word_clusters", "Constraints", "Restriction", "ResidualMLP", "NeuralParameters", "ScalarParameters",
