@@ -3,17 +3,22 @@
 A driver over the models (they never import it), used by ``scripts/bench_tagging.py`` and the tests. It goes
 through the very fairseq components the CLI uses (task, dictionaries, batch iterator, model,
 ``tagging_cross_entropy`` criterion); only the loop is a plain Adam loop so that runs are short, deterministic
-and timed (training tokens per second, tagging tokens per second). Evaluation is over the whole valid split
-with seqeval (chunk F1, micro) and tag accuracy, using the criterion's MPM prediction (arg-max over
-non-special tags).
+and timed (training tokens per second, tagging tokens per second). Evaluation is over the whole valid split:
+tag accuracy and entity F1 (seqeval strict, micro) in the data file's tag scheme, with the criterion's
+decoding (``decoding="argmax"``: the MPM, arg-max over non-special tags; ``"viterbi"``: the best sequence
+the training scheme allows, :func:`hmm_nmt.criterions.tagging_cross_entropy.decode_tags`).
+``train_and_evaluate(..., patience=P)`` evaluates after every epoch and stops after P epochs without a
+better dev score, keeping the best epoch's parameters (early stopping on the dev metric).
 """
+import copy
 import time
 
 import torch
 from fairseq import options, tasks, utils
 
 import hmm_nmt  # noqa: F401  (registration)
-from hmm_nmt.criterions.tagging_cross_entropy import predict_tags
+from hmm_nmt.criterions.tagging_cross_entropy import decode_tags
+from hmm_nmt.data.entity_eval import count_invalid, entity_scores
 
 
 def make_args(arch, data, extra=()):
@@ -24,10 +29,15 @@ def make_args(arch, data, extra=()):
     return options.parse_args_and_arch(parser, input_args=argv)
 
 
-def evaluate(model, task, split="valid", batch_size=64):
-    """(accuracy %, chunk F1 % or None, tagging tokens/s) over a whole split."""
-    from seqeval.metrics import f1_score
+def evaluate(model, task, split="valid", batch_size=64, decoding="argmax"):
+    """(accuracy %, entity F1 % or None, tagging tokens/s) over a whole split."""
+    res = evaluate_full(model, task, split, batch_size, decoding)
+    return res["accuracy"], res["chunk_f1"], res["tag_tok_s"]
 
+
+def evaluate_full(model, task, split="valid", batch_size=64, decoding="argmax"):
+    """accuracy, chunk_f1 (entity F1 in the file's scheme, None for non-entity tags), invalid (predicted
+    sequences breaking the training scheme), tag_tok_s over a whole split."""
     td = task.target_dictionary
     model.eval()
     gold, pred = [], []
@@ -38,22 +48,31 @@ def evaluate(model, task, split="valid", batch_size=64):
             t0 = time.perf_counter()
             out = model(**sample["net_input"])
             lprobs = model.get_normalized_probs(out, log_probs=True)
-            p = predict_tags(lprobs, td.nspecial)
+            p = decode_tags(model, sample["net_input"], lprobs, task, decoding)
             elapsed += time.perf_counter() - t0
             for g_row, p_row, n in zip(sample["target"].tolist(), p.tolist(), sample["net_input"]["src_lengths"].tolist()):
                 gold.append([td[i] for i in g_row[:n]])
                 pred.append([td[i] for i in p_row[:n]])
                 n_tok += n
     correct = sum(g == q for gs, ps in zip(gold, pred) for g, q in zip(gs, ps))
-    acc = 100.0 * correct / max(n_tok, 1)
-    f1 = 100.0 * f1_score(gold, pred) if task.bio else None
-    return acc, f1, n_tok / max(elapsed, 1e-9)
+    out = {"accuracy": 100.0 * correct / max(n_tok, 1), "chunk_f1": None, "invalid": 0,
+           "tag_tok_s": n_tok / max(elapsed, 1e-9)}
+    if task.bio:
+        out["invalid"] = count_invalid(pred, task.train_scheme)
+        file_gold = [task.to_file_scheme(g) for g in gold]
+        file_pred = [task.to_file_scheme(q) for q in pred]
+        out["chunk_f1"] = entity_scores(file_gold, file_pred, task.data_scheme)["f1"]
+    return out
 
 
-def train_and_evaluate(args, seed, epochs, lr, batch_size=32, progress=None, task=None):
-    """Train ``epochs`` epochs with Adam(lr) and mini-batches of ``batch_size`` sentences; evaluate on valid.
+def train_and_evaluate(args, seed, epochs, lr, batch_size=32, progress=None, task=None, patience=None,
+                       decoding="argmax", metric="chunk_f1"):
+    """Train up to ``epochs`` epochs with Adam(lr) and mini-batches of ``batch_size`` sentences; evaluate on
+    valid. With ``patience`` P, evaluate ``metric`` (``chunk_f1`` or ``accuracy``) on valid after every epoch,
+    stop after P epochs without improvement and restore the best epoch's parameters.
 
-    Returns a dict: accuracy, chunk_f1, train_tok_s, tag_tok_s, params, seconds, final_loss.
+    Returns a dict: accuracy, chunk_f1, invalid, train_tok_s, tag_tok_s, params, seconds, final_loss,
+    epochs_run, best_epoch.
     """
     utils.set_torch_seed(seed)
     if task is None:
@@ -65,6 +84,7 @@ def train_and_evaluate(args, seed, epochs, lr, batch_size=32, progress=None, tas
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=lr)
     n_tok, train_time, loss_val = 0, 0.0, float("nan")
+    best, best_state, best_epoch, epochs_run = None, None, epochs, 0
     for epoch in range(1, epochs + 1):
         model.train()
         itr = task.get_batch_iterator(task.dataset("train"), max_sentences=batch_size, seed=seed,
@@ -81,10 +101,22 @@ def train_and_evaluate(args, seed, epochs, lr, batch_size=32, progress=None, tas
             tot_loss += float(loss.detach())
             tot_n += sample_size
         loss_val = tot_loss / max(tot_n, 1)
+        epochs_run = epoch
         if progress is not None:
             progress(epoch, loss_val)
-    acc, f1, tag_speed = evaluate(model, task)
+        if patience is not None:
+            score = evaluate_full(model, task, decoding=decoding)[metric]
+            if best is None or score > best:
+                best, best_epoch = score, epoch
+                best_state = copy.deepcopy(model.state_dict())
+            elif epoch - best_epoch >= patience:
+                break
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    res = evaluate_full(model, task, decoding=decoding)
     return {
-        "accuracy": acc, "chunk_f1": f1, "train_tok_s": n_tok / max(train_time, 1e-9), "tag_tok_s": tag_speed,
+        "accuracy": res["accuracy"], "chunk_f1": res["chunk_f1"], "invalid": res["invalid"],
+        "train_tok_s": n_tok / max(train_time, 1e-9), "tag_tok_s": res["tag_tok_s"],
         "params": sum(p.numel() for p in params), "seconds": train_time, "final_loss": loss_val,
+        "epochs_run": epochs_run, "best_epoch": best_epoch,
     }

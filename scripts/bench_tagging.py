@@ -14,6 +14,15 @@ the parameter counts. Every run is stored in ``--out`` (JSON), and runs already 
 interrupted benchmark resumes.
 
     python scripts/bench_tagging.py --train-sentences 1000 --epochs 5 --seeds 1 2 3 --out bench.json
+
+Tasks (``--tasks``, alias ``--task``): ``chunk`` and ``pos`` (CoNLL-2000 chunk / WSJ POS columns of
+``--data``, dev carved from it), ``ud_upos`` (UD English EWT UPOS, CoNLL-U, its own dev file), ``ner``
+(CoNLL-2003 English NER: IOB1 files, trained in ``--ner-scheme``, BIOES by default, scored in IOB1 with
+seqeval strict on eng.testa), ``wnut17`` (WNUT-17, IOB2), or ``NAME=COLUMN`` for another column of ``--data``.
+Models: the paper's five, ``bilstm bigru`` and ``lstm gru bilstm_crf``. ``--patience P`` evaluates the dev
+metric after every epoch, stops after P epochs without improvement (at most ``--max-epochs``) and keeps the
+best epoch; the table then has a row with the epoch each model stopped at. Speeds are measured with
+``--threads`` torch threads (default 1); the CPU (``lscpu``'s model name) is printed with the tables.
 """
 import argparse
 import json
@@ -33,8 +42,37 @@ if ROOT not in sys.path:
 from hmm_nmt_io import atomic_write  # noqa: E402
 
 MODELS = [("rnn", "RNN"), ("birnn", "BiRNN"), ("hnmc", "HNMC"), ("hnmc2", "HNMC2"), ("hnmc_cn", "HNMC-CN"),
-          ("bilstm", "BiLSTM"), ("bigru", "BiGRU")]
+          ("bilstm", "BiLSTM"), ("bigru", "BiGRU"), ("lstm", "LSTM"), ("gru", "GRU"), ("bilstm_crf", "BiLSTM-CRF")]
+DEFAULT_MODELS = ["rnn", "birnn", "hnmc", "hnmc2", "hnmc_cn", "bilstm", "bigru"]
 TASKS = {"chunk": (2, "chunk F1"), "pos": (1, "accuracy")}
+SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data")
+# name -> (metric, fairseq task options); files of the shared data
+DATASETS = {
+    "ud_upos": ("accuracy", ["--data-format", "conllu", "--tag-column", "upos",
+                             "--train-file", os.path.join(SHARED, "ud_en_ewt", "en_ewt-ud-train.conllu.gz"),
+                             "--valid-file", os.path.join(SHARED, "ud_en_ewt", "en_ewt-ud-dev.conllu.gz")]),
+    "ner": ("entity F1", ["--tag-column", "3", "--data-tag-scheme", "iob1",
+                          "--train-file", os.path.join(SHARED, "conll2003", "eng.train.gz"),
+                          "--valid-file", os.path.join(SHARED, "conll2003", "eng.testa.gz")]),
+    "wnut17": ("entity F1", ["--tag-column", "1", "--data-tag-scheme", "iob2",
+                             "--train-file", os.path.join(SHARED, "wnut17", "train.conll.gz"),
+                             "--valid-file", os.path.join(SHARED, "wnut17", "dev.conll.gz")]),
+}
+
+
+def cpu_name():
+    """lscpu's model name (or the platform's processor string)."""
+    import platform
+    import subprocess
+
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+        for line in out.splitlines():
+            if line.startswith("Model name:"):
+                return line.split(":", 1)[1].strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return platform.processor() or "unknown CPU"
 # t_{0.975, df} for the 95 % interval of a mean over few seeds
 T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
 
@@ -43,9 +81,16 @@ def parse_args(argv=None):
     default_data = os.path.join(os.path.dirname(ROOT), "shared", "data", "conll2000", "train.txt.gz")
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default=default_data, help="CoNLL training file (dev carved from it)")
-    p.add_argument("--tasks", nargs="+", default=["chunk", "pos"],
-                   help="chunk, pos, or NAME=COLUMN for another tag column of --data")
-    p.add_argument("--models", nargs="+", default=[m for m, _ in MODELS], choices=[m for m, _ in MODELS])
+    p.add_argument("--tasks", "--task", nargs="+", default=["chunk", "pos"],
+                   help="chunk, pos, ud_upos, ner, wnut17, or NAME=COLUMN for another tag column of --data")
+    p.add_argument("--models", nargs="+", default=DEFAULT_MODELS, choices=[m for m, _ in MODELS])
+    p.add_argument("--ner-scheme", default="bioes", help="tag scheme the entity tasks are trained in")
+    p.add_argument("--decoding", choices=["argmax", "viterbi"], default="argmax", help="dev predictions")
+    p.add_argument("--char-embed-dim", type=int, default=0, help="char BiLSTM features for every model (0: none)")
+    p.add_argument("--char-hidden", type=int, default=25)
+    p.add_argument("--patience", type=int, default=None,
+                   help="early stopping: epochs without a better dev score (default: none, train --epochs)")
+    p.add_argument("--max-epochs", type=int, default=None, help="alias of --epochs (the cap with --patience)")
     p.add_argument("--architectures", nargs="+", type=int, default=[2], choices=[1, 2, 3])
     p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     p.add_argument("--epochs", type=int, default=5)
@@ -76,6 +121,8 @@ def run_key(task, model, arch, seed):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.max_epochs:
+        args.epochs = args.max_epochs
     torch.set_num_threads(args.threads)
     from fairseq import tasks as fairseq_tasks
 
@@ -92,8 +139,10 @@ def main(argv=None):
             task_specs.append((name, int(col), "accuracy"))
         elif name in TASKS:
             task_specs.append((name, TASKS[name][0], TASKS[name][1]))
+        elif name in DATASETS:
+            task_specs.append((name, None, DATASETS[name][0]))
         else:
-            sys.exit(f"error: unknown task {t!r} (chunk, pos or NAME=COLUMN)")
+            sys.exit(f"error: unknown task {t!r} (chunk, pos, {', '.join(DATASETS)} or NAME=COLUMN)")
     todo = [(t, m, a, s) for t in task_specs for a in args.architectures for m in args.models for s in args.seeds]
     workdir = tempfile.mkdtemp(prefix="bench_tagging.")
     bar = tqdm(todo, desc="runs", unit="run", file=sys.stderr)
@@ -103,10 +152,18 @@ def main(argv=None):
         bar.set_postfix_str(key)
         if key in runs:
             continue
-        extra = ["--train-file", args.data, "--tag-column", str(col), "--dev-fraction", str(args.dev_fraction),
-                 "--dev-seed", str(args.dev_seed), "--train-subset-sentences", str(args.train_sentences),
-                 "--embed-dim", str(args.embed_dim), "--hidden-size", str(args.hidden_size),
-                 "--tagger-architecture", str(arch)]
+        if name in DATASETS:
+            extra = list(DATASETS[name][1])
+            if DATASETS[name][0] == "entity F1":
+                extra += ["--tag-scheme", args.ner_scheme]
+        else:
+            extra = ["--train-file", args.data, "--tag-column", str(col), "--dev-fraction", str(args.dev_fraction),
+                     "--dev-seed", str(args.dev_seed)]
+        extra += ["--train-subset-sentences", str(args.train_sentences),
+                  "--embed-dim", str(args.embed_dim), "--hidden-size", str(args.hidden_size),
+                  "--tagger-architecture", str(arch)]
+        if args.char_embed_dim:
+            extra += ["--char-embed-dim", str(args.char_embed_dim), "--char-hidden", str(args.char_hidden)]
         if args.embed_path:
             extra += ["--embed-path", args.embed_path]
         fargs = make_args(f"{model}_tagger", workdir, extra)
@@ -118,8 +175,10 @@ def main(argv=None):
         task = loaded[name]
         task.args = fargs
         t0 = time.time()
-        res = train_and_evaluate(fargs, seed=seed, epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, task=task)
-        res["score"] = res["chunk_f1"] if metric == "chunk F1" else res["accuracy"]
+        res = train_and_evaluate(fargs, seed=seed, epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, task=task,
+                                 patience=args.patience, decoding=args.decoding,
+                                 metric="accuracy" if metric == "accuracy" else "chunk_f1")
+        res["score"] = res["accuracy"] if metric == "accuracy" else res["chunk_f1"]
         res["metric"] = metric
         res["wall"] = time.time() - t0
         res["train_tokens"] = int(task.dataset("train").src_sizes.sum())
@@ -134,7 +193,9 @@ def main(argv=None):
 
 def report(runs, task_specs, args):
     models = [(m, label) for m, label in MODELS if m in args.models]
-    lines = [f"data: {args.data}; first {args.train_sentences or 'all'} training sentences after carving "
+    lines = [f"CPU: {cpu_name()}; {args.threads} torch thread(s); decoding {args.decoding}"
+             + (f"; early stopping: patience {args.patience}, at most {args.epochs} epochs" if args.patience else ""),
+             f"data: {args.data}; first {args.train_sentences or 'all'} training sentences after carving "
              f"{args.dev_fraction:.0%} dev (seed {args.dev_seed}); embed {args.embed_dim}, hidden {args.hidden_size}, "
              f"Adam lr {args.lr}, batch {args.batch_size}, {args.epochs} epochs, seeds {args.seeds}", ""]
     for arch in args.architectures:
@@ -152,11 +213,13 @@ def report(runs, task_specs, args):
                 mean, half = ci95(vals)
                 cells.append(f"{mean:.2f} ± {half:.2f}" if not math.isnan(half) else f"{mean:.2f}")
             lines.append(f"| {name} ({metric}) | " + " | ".join(cells) + " |")
+        stop_rows = (("epochs_run", "stopped at epoch (mean)"),) if args.patience else ()
         for label_key, label in (("train_tok_s", "train tokens/s"), ("tag_tok_s", "tagging tokens/s"),
-                                 ("params", "parameters (mean over tasks)")):
+                                 ("params", "parameters (mean over tasks)")) + stop_rows:
             cells = []
             for m, _ in models:
-                vals = [runs[k][label_key] for k in runs if k.split("|")[1] == m and k.split("|")[2] == str(arch)]
+                vals = [runs[k][label_key] for k in runs if k.split("|")[1] == m and k.split("|")[2] == str(arch)
+                        and label_key in runs[k]]
                 cells.append(f"{statistics.fmean(vals):.0f}" if vals else "-")
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
         lines.append("")

@@ -7,7 +7,14 @@ Each output line is the input line's columns followed by the predicted tag (the 
 the input has a gold column: ``word ... gold predicted``). The words are read from ``--word-column``
 (default: the column the model was trained on). The task (and its dictionaries) is rebuilt from the
 training data recorded in the checkpoint; if that data moved, pass ``--data``/``--train-file``.
-With ``--gold-column`` the script also prints tag accuracy and seqeval's chunk F1.
+``--decoding viterbi`` writes the best tag sequence the training tag scheme allows (see
+``hmm_nmt.criterions.tagging_cross_entropy.decode_tags``) instead of the per-token arg-max. Predictions are
+written in the file's own tag scheme (the checkpoint's ``--data-tag-scheme``; converted back from the
+training scheme). For entity/chunk tags the script prints the number of invalid sequences, as decoded (in the
+training scheme) and as written (in the file's scheme); with ``--gold-column`` it also prints tag accuracy
+and entity precision/recall/F1 in the file's scheme (seqeval strict, ``hmm_nmt.data.entity_eval``).
+CoNLL-U input (a checkpoint trained with ``--data-format conllu``) is read the same way as in training
+(multiword tokens and empty nodes skipped) and written as tab-separated rows of its ten fields plus the tag.
 The output is written to a temporary file and renamed, so a failed run leaves no partial file.
 """
 import argparse
@@ -23,8 +30,9 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 import hmm_nmt  # noqa: E402,F401  (registers the task/models, makes checkpoints loadable)
-from hmm_nmt.criterions.tagging_cross_entropy import predict_tags  # noqa: E402
-from hmm_nmt.data.conll import CoNLLFormatError, check_column, read_conll, write_conll  # noqa: E402
+from hmm_nmt.criterions.tagging_cross_entropy import DECODINGS, decode_tags  # noqa: E402
+from hmm_nmt.data.conll import CoNLLFormatError, check_column, conllu_column, write_conll  # noqa: E402
+from hmm_nmt.data.entity_eval import count_invalid, entity_scores  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -32,8 +40,11 @@ def parse_args(argv=None):
     p.add_argument("--path", required=True, help="checkpoint (checkpoint_best.pt)")
     p.add_argument("--input", required=True, help="CoNLL file to tag (.gz allowed)")
     p.add_argument("--output", required=True, help="CoNLL output file")
-    p.add_argument("--word-column", type=int, default=None, help="word column of the input (default: training's)")
-    p.add_argument("--gold-column", type=int, default=None, help="gold tag column: print accuracy and chunk F1")
+    p.add_argument("--word-column", default=None, help="word column of the input (default: training's)")
+    p.add_argument("--gold-column", default=None,
+                   help="gold tag column (CoNLL-U: upos/xpos): print accuracy and entity P/R/F1")
+    p.add_argument("--decoding", choices=DECODINGS, default="argmax",
+                   help="per-token arg-max, or the best sequence the tag scheme allows (Viterbi)")
     p.add_argument("--data", default=None, help="override the training data directory recorded in the checkpoint")
     p.add_argument("--train-file", default=None, help="override the training file recorded in the checkpoint")
     p.add_argument("--batch-size", type=int, default=64)
@@ -48,8 +59,9 @@ def load(path, overrides):
     return models[0], task
 
 
-def tag_sentences(model, task, words_per_sentence, batch_size=64, device="cpu", progress=True):
-    """Predicted tag strings for lists of words (the same lowercasing/unknown handling as training)."""
+def tag_sentences(model, task, words_per_sentence, batch_size=64, device="cpu", progress=True, decoding="argmax"):
+    """Predicted tag strings, in the training tag scheme, for lists of words (the same lowercasing/unknown
+    handling as training); ``task.to_file_scheme`` writes them in the data's scheme."""
     args = task.args
     wd, td = task.source_dictionary, task.target_dictionary
     order = sorted(range(len(words_per_sentence)), key=lambda i: len(words_per_sentence[i]))
@@ -64,9 +76,10 @@ def tag_sentences(model, task, words_per_sentence, batch_size=64, device="cpu", 
             src[r, : len(ws)] = torch.tensor([wd.index(w) for w in ws])
         lengths = src.ne(wd.pad()).sum(1)
         with torch.no_grad():
-            net_out = model(src.to(device), lengths.to(device))
+            net_input = {"src_tokens": src.to(device), "src_lengths": lengths.to(device)}
+            net_out = model(**net_input)
             lprobs = model.get_normalized_probs(net_out, log_probs=True)
-        pred = predict_tags(lprobs, td.nspecial).cpu()
+            pred = decode_tags(model, net_input, lprobs, task, decoding).cpu()
         for r, i in enumerate(ids):
             out[i] = [td[j] for j in pred[r, : len(words_per_sentence[i])].tolist()]
         bar.update(len(ids))
@@ -83,29 +96,41 @@ def main(argv=None):
     if args.train_file:
         overrides["train_file"] = args.train_file
     try:
-        sentences = read_conll(args.input)
         model, task = load(args.path, overrides)
-        word_col = task.args.word_column if args.word_column is None else args.word_column
+        conllu = task.data_format(task.args) == "conllu"
+        column = conllu_column if conllu else int
+        sentences = task.read_file(task.args, args.input)
+        word_col = task.word_column if args.word_column is None else column(args.word_column)
         check_column(args.input, sentences, word_col, "word")
-        if args.gold_column is not None:
-            check_column(args.input, sentences, args.gold_column, "gold")
+        gold_col = None if args.gold_column is None else column(args.gold_column)
+        if gold_col is not None:
+            check_column(args.input, sentences, gold_col, "gold")
     except (CoNLLFormatError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     device = "cuda" if torch.cuda.is_available() and not args.cpu else "cpu"
     model.to(device).eval()
-    preds = tag_sentences(model, task, [s.column(word_col) for s in sentences], args.batch_size, device)
-    write_conll(args.output, ([cols + [p] for cols, p in zip(s.rows, pred)] for s, pred in zip(sentences, preds)))
+    decoded = tag_sentences(model, task, [s.column(word_col) for s in sentences], args.batch_size, device,
+                            decoding=args.decoding)
+    preds = [task.to_file_scheme(p) for p in decoded]
+    write_conll(args.output, ([cols + [p] for cols, p in zip(s.rows, pred)] for s, pred in zip(sentences, preds)),
+                sep="\t" if conllu else " ")
     n_tok = sum(len(s) for s in sentences)
-    print(f"tagged {len(sentences)} sentences, {n_tok} tokens -> {args.output}", file=sys.stderr)
-    if args.gold_column is not None:
-        from seqeval.metrics import f1_score
-
-        gold = [s.column(args.gold_column) for s in sentences]
+    print(f"tagged {len(sentences)} sentences, {n_tok} tokens -> {args.output} ({args.decoding} decoding)",
+          file=sys.stderr)
+    if task.bio:
+        print(f"invalid sequences {count_invalid(preds, task.data_scheme)} written ({task.data_scheme}), "
+              f"{count_invalid(decoded, task.train_scheme)} as decoded ({task.train_scheme}), "
+              f"of {len(sentences)}")
+    if gold_col is not None:
+        gold = [s.column(gold_col) for s in sentences]
         correct = sum(g == p for gs, ps in zip(gold, preds) for g, p in zip(gs, ps))
         print(f"accuracy {100.0 * correct / n_tok:.2f}")
         if task.bio:
-            print(f"chunk_f1 {100.0 * f1_score(gold, preds):.2f}")
+            res = entity_scores(gold, preds, task.data_scheme)
+            print(f"entity precision {res['precision']:.2f} recall {res['recall']:.2f} F1 {res['f1']:.2f} "
+                  f"({task.data_scheme}, seqeval strict)")
+            print(f"chunk_f1 {res['f1']:.2f}")
     return 0
 
 

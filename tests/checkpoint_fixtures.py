@@ -68,7 +68,8 @@ FIXTURES = {
     "transformer_iohmm_chain": ("translation", "transformer_iohmm",
                                 _LS + ["--iohmm-states", "3", "--iohmm-decoder", "chain", "--iohmm-state-hidden", "4"]),
     **{f"{core}_tagger": ("tagger", f"{core}_tagger", _CORE)
-       for core in ("hnmc", "hnmc2", "hnmc_cn", "rnn", "birnn", "bilstm", "bigru")},
+       for core in ("hnmc", "hnmc2", "hnmc_cn", "rnn", "birnn", "bilstm", "bigru", "lstm", "gru", "bilstm_crf")},
+    "bilstm_tagger_chars": ("tagger", "bilstm_tagger", _CORE + ["--char-embed-dim", "3", "--char-hidden", "2"]),
     "hnmc_tagger_arch3": ("tagger", "hnmc_tagger", _CORE + ["--tagger-architecture", "3"]),
     "rnn_tagger_arch1": ("tagger", "rnn_tagger", _CORE + ["--tagger-architecture", "1"]),
     "iohmm_tagger": ("iohmm_tagger", "iohmm_tagger", _IOTAG + ["--context-hidden", "4"]),

@@ -9,6 +9,10 @@ perturbed, and saved untrained by fairseq's own save path, ``Trainer.save_checkp
 "optimizer_history"/... dict ``fairseq-train`` writes). Paths in the saved cfg are relative (the script
 works inside the fixture directory); the test loads with ``arg_overrides`` pointing at the checkout.
 
+``python tests/make_checkpoint_fixtures.py --only NAME ...`` writes only the named (new) fixtures and adds
+them to ``expected.json``, leaving every other file as a past commit wrote it: the way to add a fixture for
+a new architecture.
+
 Then every checkpoint is loaded back through ``checkpoint_utils.load_model_ensemble_and_task`` (strict), its
 fixed batch scored in float32 and float64 (see tests/checkpoint_fixtures.py) and everything written to
 ``expected.json``. Rerunning rewrites the fixtures; only do so deliberately (a checkpoint format change), as
@@ -65,20 +69,28 @@ def save_fixture(name):
     return kind, task
 
 
-def main():
-    write_data_files()
+def main(only=None):
+    names = list(cf.FIXTURES) if not only else list(only)
+    unknown = set(names) - set(cf.FIXTURES)
+    if unknown:
+        raise SystemExit(f"unknown fixtures: {sorted(unknown)}")
+    if not only:
+        write_data_files()
     cwd = os.getcwd()
     os.chdir(cf.FIXTURE_DIR)  # relative paths ("." data, cluster files) in the saved cfg
     try:
         batches = {}
-        for name in cf.FIXTURES:
+        for name in names:
             kind, task = save_fixture(name)
             batches[name] = cf.make_batch(kind, task)
     finally:
         os.chdir(cwd)
     expected = {"_doc": "written by tests/make_checkpoint_fixtures.py; checked by tests/test_checkpoint_fixtures.py",
                 "fixtures": {}}
-    for name in cf.FIXTURES:
+    if only:
+        with open(cf.EXPECTED) as f:
+            expected = json.load(f)
+    for name in names:
         model, task, criterion = cf.load(name)
         scores = cf.scores_both_precisions(name, model, task, criterion, batches[name])
         expected["fixtures"][name] = {"arch": cf.FIXTURES[name][1], "batch": batches[name], **scores}
@@ -96,4 +108,5 @@ def main():
 
 if __name__ == "__main__":
     torch.set_num_threads(1)
-    main()
+    argv = sys.argv[1:]
+    main(argv[argv.index("--only") + 1:] if "--only" in argv else None)

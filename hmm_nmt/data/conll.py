@@ -7,8 +7,11 @@ line between sentences, e.g. CoNLL-2000 chunking (``word POS chunk``)::
     in IN B-PP
     ...
 
-Lines starting with ``-DOCSTART-`` (CoNLL-2003) are document separators and are skipped. Files whose
-name ends in ``.gz`` are read through gzip. Every token line of one file must have the same number of
+Lines starting with ``-DOCSTART-`` (CoNLL-2003) are document boundaries: they end the current sentence
+and are not tokens; every :class:`Sentence` carries the 0-based index of its document (``doc``; 0 before
+the first boundary). A line holding only white space (WNUT-17's lone tabs) is a sentence break like an
+empty one. Files whose name ends in ``.gz`` are read through gzip. :func:`read_conllu` reads CoNLL-U
+(Universal Dependencies) through the ``conllu`` library. Every token line of one file must have the same number of
 columns; a line that does not, a column index out of range, or a file without any sentence raises
 :class:`CoNLLFormatError` whose message starts with ``path:line:``.
 """
@@ -33,11 +36,12 @@ def _open_text(path):
 class Sentence:
     """One sentence: its rows of columns and the 1-based line number of each row."""
 
-    __slots__ = ("rows", "lines")
+    __slots__ = ("rows", "lines", "doc")
 
-    def __init__(self, rows, lines):
+    def __init__(self, rows, lines, doc=0):
         self.rows = rows
         self.lines = lines
+        self.doc = doc
 
     def __len__(self):
         return len(self.rows)
@@ -56,17 +60,21 @@ def read_conll(path, num_columns=None, comment_prefix=None, min_columns=1):
     if not os.path.exists(path):
         raise CoNLLFormatError(f"{path}: no such file")
     sentences, rows, lines = [], [], []
+    doc = 0
     expected = num_columns
     try:
         with _open_text(path) as f:
             for lineno, raw in enumerate(f, start=1):
                 line = raw.strip()
-                if not line:
+                is_doc = line.startswith("-DOCSTART-")
+                if not line or is_doc:
                     if rows:
-                        sentences.append(Sentence(rows, lines))
+                        sentences.append(Sentence(rows, lines, doc))
                         rows, lines = [], []
+                    if is_doc and sentences:
+                        doc += 1
                     continue
-                if line.startswith("-DOCSTART-") or (comment_prefix and line.startswith(comment_prefix)):
+                if comment_prefix and line.startswith(comment_prefix):
                     continue
                 cols = line.split()
                 if expected is None:
@@ -84,7 +92,81 @@ def read_conll(path, num_columns=None, comment_prefix=None, min_columns=1):
     except (UnicodeDecodeError, OSError, EOFError) as e:
         raise CoNLLFormatError(f"{path}: cannot read as (gzipped) UTF-8 text: {e}") from e
     if rows:
-        sentences.append(Sentence(rows, lines))
+        sentences.append(Sentence(rows, lines, doc))
+    if not sentences:
+        raise CoNLLFormatError(f"{path}:1: empty file, no sentence found")
+    return sentences
+
+
+CONLLU_FIELDS = ("id", "form", "lemma", "upos", "xpos", "feats", "head", "deprel", "deps", "misc")
+
+
+def conllu_column(name):
+    """The 0-based index of a CoNLL-U field given by name (``form``, ``upos``, ``xpos``...) or number."""
+    if isinstance(name, int):
+        return name
+    key = str(name).lower()
+    if key in CONLLU_FIELDS:
+        return CONLLU_FIELDS.index(key)
+    try:
+        return int(key)
+    except ValueError:
+        raise CoNLLFormatError(f"unknown CoNLL-U column {name!r} (one of {', '.join(CONLLU_FIELDS)} or a number)") from None
+
+
+def read_conllu(path):
+    """Read a CoNLL-U file into :class:`Sentence` objects through the ``conllu`` library.
+
+    Each row holds the ten fields (ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC, ``_`` for an empty
+    one) of a syntactic word; multiword-token lines (ID ``n-m``) and empty nodes (ID ``n.m``) are skipped,
+    as are ``#`` comments. A token line without ten tab-separated fields, or one the library rejects,
+    raises :class:`CoNLLFormatError` naming ``path:line``.
+    """
+    import conllu
+
+    if not os.path.exists(path):
+        raise CoNLLFormatError(f"{path}: no such file")
+    sentences, block, block_lines = [], [], []
+
+    def flush():
+        if not block_lines:
+            return
+        text = "".join(block) + "\n"
+        try:
+            parsed = conllu.parse(text)
+        except Exception as e:  # the library's ParseException and friends
+            raise CoNLLFormatError(f"{path}:{block_lines[0]}: {e}") from e
+        rows, lines = [], []
+        tokens = [t for tl in parsed for t in tl]
+        if len(tokens) != len(block_lines):
+            raise CoNLLFormatError(f"{path}:{block_lines[0]}: the conllu library read {len(tokens)} tokens "
+                                   f"from {len(block_lines)} token lines")
+        for tok, lineno in zip(tokens, block_lines):
+            if not isinstance(tok["id"], int):  # (n, '-', m) multiword token or (n, '.', m) empty node
+                continue
+            rows.append(["_" if tok.get(f) is None else str(tok.get(f)) for f in CONLLU_FIELDS])
+            lines.append(lineno)
+        if rows:
+            sentences.append(Sentence(rows, lines))
+
+    try:
+        with _open_text(path) as f:
+            for lineno, raw in enumerate(f, start=1):
+                line = raw.rstrip("\r\n")
+                if not line.strip():
+                    flush()
+                    block, block_lines = [], []
+                    continue
+                if line.startswith("#"):
+                    continue
+                if len(line.split("\t")) != 10:
+                    raise CoNLLFormatError(f"{path}:{lineno}: expected 10 tab-separated CoNLL-U fields, found "
+                                           f"{len(line.split(chr(9)))}: {line!r}")
+                block.append(line + "\n")
+                block_lines.append(lineno)
+    except (UnicodeDecodeError, OSError, EOFError) as e:
+        raise CoNLLFormatError(f"{path}: cannot read as (gzipped) UTF-8 text: {e}") from e
+    flush()
     if not sentences:
         raise CoNLLFormatError(f"{path}:1: empty file, no sentence found")
     return sentences
@@ -118,11 +200,11 @@ def split_dev(sentences, fraction, seed):
     return train, dev
 
 
-def write_conll(path, sentences_rows):
+def write_conll(path, sentences_rows, sep=" "):
     """Write rows (lists of columns) as a CoNLL file, atomically (temporary file then rename)."""
     with atomic_output(path) as tmp:
         with open(tmp, "w", encoding="utf-8") as f:
             for rows in sentences_rows:
                 for cols in rows:
-                    f.write(" ".join(cols) + "\n")
+                    f.write(sep.join(cols) + "\n")
                 f.write("\n")

@@ -101,29 +101,19 @@ def detect(opts):
 
 
 def score(opts):
-    from seqeval import scheme as seqeval_scheme
-    from seqeval.metrics import classification_report, f1_score, precision_score, recall_score
+    from hmm_nmt.data.entity_eval import entity_scores
 
     _, gold = read_blocks(opts.gold, opts.column)
     _, pred = read_blocks(opts.pred, opts.column)
     if [len(s) for s in gold] != [len(s) for s in pred]:
         raise _Error(f"{opts.pred}: sentence lengths differ from {opts.gold}")
     scheme = _scheme_of(opts.gold, gold, opts.scheme)
-    g = [[t for _, t in s] for s in gold]
-    p = [[t for _, t in s] for s in pred]
-    invalid = sum(not ts.is_valid(s, scheme) for s in p)
-    if scheme in ("io", "ioe1"):  # no seqeval class (io) / seqeval's IOE1 drops one-token E- entities
-        g = [ts.convert(s, scheme, "iob2")[0] for s in g]
-        p = [ts.convert(s, scheme, "iob2")[0] for s in p]
-        scheme_used = "iob2"
-    else:
-        scheme_used = scheme
-    cls = getattr(seqeval_scheme, {"iob1": "IOB1", "iob2": "IOB2", "ioe2": "IOE2", "bioes": "IOBES"}[scheme_used])
-    kw = {"mode": "strict", "scheme": cls}
+    res = entity_scores([[t for _, t in s] for s in gold], [[t for _, t in s] for s in pred], scheme,
+                        report=opts.report)
     if opts.report:
-        print(classification_report(g, p, digits=4, **kw))
-    print(f"precision {100 * precision_score(g, p, **kw):.2f} recall {100 * recall_score(g, p, **kw):.2f} "
-          f"F1 {100 * f1_score(g, p, **kw):.2f} ({scheme}, strict spans); invalid sequences {invalid}")
+        print(res["report"])
+    print(f"precision {res['precision']:.2f} recall {res['recall']:.2f} "
+          f"F1 {res['f1']:.2f} ({scheme}, strict spans); invalid sequences {res['invalid']}")
 
 
 def main(argv=None):

@@ -24,7 +24,7 @@ from torch import Tensor
 from hmm_nmt.hmm import chain
 from hmm_nmt.hmm.logspace import MASKED
 
-__all__ = ["LinearChainCRF", "constraint_scores", "constrained_viterbi"]
+__all__ = ["LinearChainCRF", "constraint_scores", "constrained_viterbi", "constrain_potentials"]
 
 
 def _with_end(log_emit: Tensor, end: Tensor, mask: Optional[Tensor]) -> Tensor:
@@ -55,6 +55,34 @@ def constrained_viterbi(log_probs: Tensor, allowed, start, end, mask: Optional[T
     trans, start_s, end_s = constraint_scores(allowed, start, end, log_probs.dtype, log_probs.device)
     return chain.viterbi(trans, None, mask, log_emit=_with_end(log_probs, end_s, mask),
                          log_start=start_s.expand(log_probs.size(0), -1))
+
+
+def constrain_potentials(log_G: Tensor, allowed, start, end, mask: Optional[Tensor] = None) -> Tensor:
+    """A chain's log potentials with a tag scheme's constraints added, for the chain Viterbi of a model whose
+    states are the tags (HNMC architectures 1 and 3).
+
+    ``log_G`` (B, T, N, N) ``[b, t, j, i]`` (order 1) or (B, T, N, N, N) ``[b, t, k, j, i]`` (order 2, the
+    constraint is on the bigram (j, i)): MASKED is added where the transition j -> i is not allowed (t >= 1),
+    where i may not start (t = 0, whatever the virtual predecessor) and where i may not end (each
+    sentence's last position). Allowed entries are unchanged, so among valid paths the scores, and hence
+    the best path, are the model's own."""
+    trans, start_s, end_s = constraint_scores(allowed, start, end, log_G.dtype, log_G.device)
+    B, T = log_G.shape[:2]
+    N = trans.size(0)
+    extra = log_G.dim() - 4  # 0 for order 1, 1 for order 2
+    first = torch.zeros(T, dtype=torch.bool, device=log_G.device)
+    if T:
+        first[0] = True
+    view = (1, T) + (1,) * extra + (N, N)
+    pair = torch.where(first.view(T, 1, 1), start_s.view(1, 1, N).expand(T, N, N), trans.unsqueeze(0).expand(T, N, N))
+    out = log_G + pair.view(view)
+    if mask is None:
+        last = torch.full((B,), T - 1, dtype=torch.long, device=log_G.device)
+    else:
+        last = (mask.long().sum(1) - 1).clamp(min=0)
+    at_end = torch.zeros(B, T, dtype=log_G.dtype, device=log_G.device)
+    at_end.scatter_(1, last.view(B, 1), 1.0)
+    return out + at_end.view((B, T) + (1,) * (extra + 1) + (1,)) * end_s.view((1, 1) + (1,) * (extra + 1) + (N,))
 
 
 class LinearChainCRF(nn.Module):
@@ -99,9 +127,13 @@ class LinearChainCRF(nn.Module):
         """-log p(tags | x) per sentence (B,)."""
         return self.log_partition(emissions, mask) - self.score(emissions, tags, mask)
 
-    def decode(self, emissions: Tensor, mask: Optional[Tensor] = None):
-        """Viterbi: ``(score (B,), tags (B, T))``, -1 on padding."""
+    def decode(self, emissions: Tensor, mask: Optional[Tensor] = None, constraints=None):
+        """Viterbi: ``(score (B,), tags (B, T))``, -1 on padding. ``constraints`` ``(allowed, start, end)``:
+        further impossible transitions, on top of the CRF's own."""
         trans, start, emit = self.potentials(emissions, mask)
+        if constraints is not None:
+            t2, s2, e2 = constraint_scores(*constraints, dtype=emissions.dtype, device=emissions.device)
+            trans, start, emit = trans + t2, start + s2, _with_end(emit, e2, mask)
         return chain.viterbi(trans, None, mask, log_emit=emit, log_start=start)
 
     def marginals(self, emissions: Tensor, mask: Optional[Tensor] = None) -> Tensor:

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from hmm_nmt.hmm import chain
 from hmm_nmt.hmm.chain import chain_forward, chain_posteriors
 from hmm_nmt.hmm.chain2 import chain2_posteriors, viterbi2
+from hmm_nmt.hmm.crf import constrain_potentials
 from hmm_nmt.hmm.efb import log_positive
 from hmm_nmt.hmm.semiring import Semiring
 
@@ -39,6 +40,11 @@ def _affine(in_features, out_features):
     """Weight and bias initialised like ``nn.Linear(in_features, out_features)``."""
     lin = nn.Linear(in_features, out_features)
     return lin.weight, lin.bias
+
+
+def _constrained(log_G, constraints, mask):
+    """``log_G`` with a tag scheme's ``(allowed, start, end)`` added (see :func:`constrain_potentials`)."""
+    return log_G if constraints is None else constrain_potentials(log_G, *constraints, mask)
 
 
 class HNMCLayer(nn.Module):
@@ -67,10 +73,10 @@ class HNMCLayer(nn.Module):
         ``log_init``: log weights of the virtual initial state (default: uniform, the paper's constant)."""
         return chain_posteriors(self.log_potentials(y), log_init, mask)[0]
 
-    def viterbi(self, y, mask=None, log_init=None):
+    def viterbi(self, y, mask=None, log_init=None, constraints=None):
         """The best state path under the chain's potentials (the MAP of the distribution whose marginals
         :meth:`forward` returns): ``(log score (B,), path (B, T))``, -1 on padding."""
-        return chain.viterbi(self.log_potentials(y), log_init, mask)
+        return chain.viterbi(_constrained(self.log_potentials(y), constraints, mask), log_init, mask)
 
     def forward_only(self, y, mask=None, log_alpha0=None):
         """Normalised log entropic forward (B, T, N): the state given the observations up to t only."""
@@ -140,9 +146,9 @@ class HNMC2Layer(nn.Module):
         """Log posteriors (B, T, N); ``log_init`` (N, N): weights of the virtual initial pair."""
         return chain2_posteriors(self.log_potentials(y), log_init, mask)[0]
 
-    def viterbi(self, y, mask=None, log_init=None):
+    def viterbi(self, y, mask=None, log_init=None, constraints=None):
         """The best state path of the order-2 chain: ``(log score (B,), path (B, T))``, -1 on padding."""
-        return viterbi2(self.log_potentials(y), log_init, mask)
+        return viterbi2(_constrained(self.log_potentials(y), constraints, mask), log_init, mask)
 
 
 class HNMCCNLayer(nn.Module):
@@ -179,10 +185,10 @@ class HNMCCNLayer(nn.Module):
         """Log posteriors (B, T, N)."""
         return chain_posteriors(self.log_potentials(y), log_init, mask)[0]
 
-    def viterbi(self, y, mask=None, log_init=None):
+    def viterbi(self, y, mask=None, log_init=None, constraints=None):
         """The best state path under the chain's potentials (the MAP of the distribution whose marginals
         :meth:`forward` returns): ``(log score (B,), path (B, T))``, -1 on padding."""
-        return chain.viterbi(self.log_potentials(y), log_init, mask)
+        return chain.viterbi(_constrained(self.log_potentials(y), constraints, mask), log_init, mask)
 
 
 LAYERS = {"hnmc": HNMCLayer, "hnmc2": HNMC2Layer, "hnmc_cn": HNMCCNLayer}
@@ -207,11 +213,12 @@ class HNMCStack(nn.Module):
             log_post = layer(y if k == 0 else log_post.exp(), mask)
         return log_post
 
-    def viterbi(self, y, mask=None):
-        """The best state path of the last layer, its observations the posteriors of the layers below."""
+    def viterbi(self, y, mask=None, constraints=None):
+        """The best state path of the last layer, its observations the posteriors of the layers below;
+        ``constraints`` ``(allowed, start, end)`` over the last layer's states (a tag scheme's)."""
         for layer in self.layers[:-1]:
             y = layer(y, mask).exp()
-        return self.layers[-1].viterbi(y, mask)
+        return self.layers[-1].viterbi(y, mask, constraints=constraints)
 
 
 class _Arch(nn.Module):
@@ -225,11 +232,11 @@ class _Arch(nn.Module):
             return log_post
         return F.log_softmax(self.classifier(log_post.exp()), dim=-1)
 
-    def viterbi(self, y, mask=None):
+    def viterbi(self, y, mask=None, constraints=None):
         """Architectures 1 and 3: the best output path of the last chain (its states are the outputs)."""
         if self.classifier is not None:
             raise ValueError("architecture 2 ends with a classifier, not a chain over the outputs: no Viterbi path")
-        return self.stack.viterbi(y, mask)
+        return self.stack.viterbi(y, mask, constraints)
 
 
 def make_architecture(kind, architecture, input_dim, num_outputs, hidden_size, num_layers=1, activation="melu"):

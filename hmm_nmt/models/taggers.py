@@ -4,7 +4,22 @@ One model, ``sequence_tagger``, with an architecture per sequence core::
 
     hnmc_tagger  hnmc2_tagger  hnmc_cn_tagger      (hidden neural Markov chains, hmm_nmt.hmm.hnmc)
     rnn_tagger   birnn_tagger                      (tanh RNN, left-to-right / bidirectional)
+    lstm_tagger  gru_tagger                        (left-to-right LSTM / GRU)
     bilstm_tagger  bigru_tagger                    (bidirectional LSTM / GRU)
+    bilstm_crf_tagger                              (BiLSTM emissions + linear-chain CRF, Lample et al. 2016)
+
+``bilstm_crf_tagger`` is a BiLSTM (architecture 2 by default: ``--num-layers`` BiLSTM layers, then an affine
+map to tag scores) whose scores are the emissions of a :class:`~hmm_nmt.hmm.crf.LinearChainCRF` constrained
+by the task's training tag scheme (``task.tag_constraints()``); it is trained on the CRF's sequence NLL
+(:meth:`SequenceTaggerModel.sequence_nll`, which ``tagging_cross_entropy`` uses when a model has it), its
+``forward`` returns the CRF's log marginals p(y_t | x) (the contract's log-probabilities, whose arg-max is
+the MPM) and Viterbi decoding is the CRF's.
+
+Character features (every tagger, off by default): ``--char-embed-dim D --char-hidden H`` runs a character
+BiLSTM (D-dimensional character embeddings, H units per direction) over each word's characters and
+concatenates its two final states to the word embedding. The characters come from the word dictionary's
+strings (a word outside it, ``<unk>``, has one unknown character), so words first seen at test time get
+no character information in this version.
 
 All share the embedding options (``--embed-dim``, learned, or ``--embed-path`` pretrained vectors from a
 text file with one ``word v1 ... vD`` per line, an optional ``count dim`` header line, ``--freeze-embed``)
@@ -27,12 +42,15 @@ import torch.nn as nn
 import torch.nn.functional as F
 from fairseq.models import BaseFairseqModel, register_model, register_model_architecture
 
+from hmm_nmt.hmm.crf import LinearChainCRF
 from hmm_nmt.hmm.hnmc import make_architecture
 
 logger = logging.getLogger(__name__)
 
-CORES = ("hnmc", "hnmc2", "hnmc_cn", "rnn", "birnn", "bilstm", "bigru")
-_RNN = {"rnn": (nn.RNN, False), "birnn": (nn.RNN, True), "bilstm": (nn.LSTM, True), "bigru": (nn.GRU, True)}
+CORES = ("hnmc", "hnmc2", "hnmc_cn", "rnn", "birnn", "bilstm", "bigru", "lstm", "gru", "bilstm_crf")
+_RNN = {"rnn": (nn.RNN, False), "birnn": (nn.RNN, True), "bilstm": (nn.LSTM, True), "bigru": (nn.GRU, True),
+        "lstm": (nn.LSTM, False), "gru": (nn.GRU, False), "bilstm_crf": (nn.LSTM, True)}
+MAX_WORD_CHARS = 40
 
 
 def read_embedding_file(path, dictionary, embed_dim, lowercase_fallback=True):
@@ -96,11 +114,45 @@ class RNNCore(nn.Module):
         return out
 
 
-class RNNArchitecture(nn.Module):
-    """The paper's architectures 1-3 for the RNN baselines (log-probabilities out)."""
+class CharEncoder(nn.Module):
+    """Character BiLSTM word features: (B, T) word indices -> (B, T, 2 * hidden), the final forward and
+    backward states over the word's characters (from the dictionary strings, at most MAX_WORD_CHARS)."""
 
-    def __init__(self, kind, architecture, input_dim, num_outputs, hidden_size, num_layers=1):
+    def __init__(self, dictionary, embed_dim, hidden):
         super().__init__()
+        words = dictionary.symbols
+        chars = sorted({c for w in words[dictionary.nspecial:] for c in w})
+        index = {c: k + 2 for k, c in enumerate(chars)}  # 0: padding, 1: unknown character
+        ids = torch.zeros(len(words), MAX_WORD_CHARS, dtype=torch.long)
+        lens = torch.ones(len(words), dtype=torch.long)
+        for k, w in enumerate(words):
+            seq = [index.get(c, 1) for c in w[:MAX_WORD_CHARS]] if k >= dictionary.nspecial else [1]
+            seq = seq or [1]
+            ids[k, : len(seq)] = torch.tensor(seq)
+            lens[k] = len(seq)
+        self.register_buffer("char_ids", ids, persistent=False)
+        self.register_buffer("char_lens", lens, persistent=False)
+        self.embed = nn.Embedding(len(chars) + 2, embed_dim, padding_idx=0)
+        self.rnn = nn.LSTM(embed_dim, hidden, batch_first=True, bidirectional=True)
+        self.output_dim = 2 * hidden
+
+    def forward(self, src_tokens):
+        uniq, inverse = torch.unique(src_tokens, return_inverse=True)
+        lens = self.char_lens[uniq]
+        ids = self.char_ids[uniq][:, : int(lens.max())]
+        packed = nn.utils.rnn.pack_padded_sequence(self.embed(ids), lens.cpu(), batch_first=True, enforce_sorted=False)
+        _, (h, _) = self.rnn(packed)
+        rep = torch.cat([h[0], h[1]], dim=-1)  # (U, 2H)
+        return rep[inverse]
+
+
+class RNNArchitecture(nn.Module):
+    """The paper's architectures 1-3 for the RNN baselines (log-probabilities out; raw scores with
+    ``normalize=False``, the emissions of a CRF)."""
+
+    def __init__(self, kind, architecture, input_dim, num_outputs, hidden_size, num_layers=1, normalize=True):
+        super().__init__()
+        self.normalize = normalize
         layers, dim = [], input_dim
         if architecture in (2, 3):
             for _ in range(num_layers):
@@ -120,14 +172,14 @@ class RNNArchitecture(nn.Module):
             x = layer(x, lengths)
         if self.classifier is not None:
             x = self.classifier(x)
-        return F.log_softmax(x, dim=-1)
+        return F.log_softmax(x, dim=-1) if self.normalize else x
 
 
 @register_model("sequence_tagger")
 class SequenceTaggerModel(BaseFairseqModel):
     """Embedding + sequence core + softmax over tags; see the module docstring."""
 
-    def __init__(self, args, embed, core, padding_idx):
+    def __init__(self, args, embed, core, padding_idx, chars=None, crf=None):
         super().__init__()
         self.args = args
         self.embed = embed
@@ -135,6 +187,10 @@ class SequenceTaggerModel(BaseFairseqModel):
         self.padding_idx = padding_idx
         self.dropout = nn.Dropout(args.dropout)
         self.core_kind = args.tagger_core
+        if chars is not None:
+            self.chars = chars
+        if crf is not None:
+            self.crf = crf
 
     @staticmethod
     def add_args(parser):
@@ -146,7 +202,10 @@ class SequenceTaggerModel(BaseFairseqModel):
         parser.add_argument("--embed-path", type=str, help="pretrained word vectors (text: word v1 ... vD)")
         parser.add_argument("--freeze-embed", action="store_true", help="do not train the embeddings")
         parser.add_argument("--hidden-size", type=int, help="hidden size (states/units, per direction) of arch 2/3")
-        parser.add_argument("--num-layers", type=int, help="hidden sequence layers in arch 2/3 (K)")
+        parser.add_argument("--num-layers", type=int, help="stacked hidden sequence layers in arch 2/3 (K)")
+        parser.add_argument("--char-embed-dim", type=int,
+                            help="character embedding size of the char BiLSTM word features (0: none)")
+        parser.add_argument("--char-hidden", type=int, help="char BiLSTM units per direction (default 25)")
         parser.add_argument("--dropout", type=float, help="dropout on the embeddings")
         parser.add_argument("--hnmc-activation", choices=["melu", "exp", "sigmoid"],
                             help="positive last activation of the HNMC networks")
@@ -168,30 +227,78 @@ class SequenceTaggerModel(BaseFairseqModel):
         if args.freeze_embed:
             embed.weight.requires_grad_(False)
         n_tags = len(tags)
+        chars = None
+        input_dim = args.embed_dim
+        if args.char_embed_dim:
+            chars = CharEncoder(words, args.char_embed_dim, args.char_hidden)
+            input_dim += chars.output_dim
+        crf = None
         if args.tagger_core in ("hnmc", "hnmc2", "hnmc_cn"):
-            core = make_architecture(args.tagger_core, args.tagger_architecture, args.embed_dim, n_tags,
+            core = make_architecture(args.tagger_core, args.tagger_architecture, input_dim, n_tags,
                                      args.hidden_size, args.num_layers, args.hnmc_activation)
         else:
-            core = RNNArchitecture(args.tagger_core, args.tagger_architecture, args.embed_dim, n_tags,
-                                   args.hidden_size, args.num_layers)
-        return cls(args, embed, core, words.pad())
+            is_crf = args.tagger_core == "bilstm_crf"
+            core = RNNArchitecture(args.tagger_core, args.tagger_architecture, input_dim, n_tags,
+                                   args.hidden_size, args.num_layers, normalize=not is_crf)
+            if is_crf:
+                allowed, start, end = (task.tag_constraints() if hasattr(task, "tag_constraints")
+                                       else (None, None, None))
+                crf = LinearChainCRF(n_tags, allowed, start, end)
+        return cls(args, embed, core, words.pad(), chars, crf)
 
-    def forward(self, src_tokens, src_lengths=None, **kwargs):
+    def features(self, src_tokens):
+        """Word embeddings (with character features when configured), after dropout: (B, T, D)."""
+        x = self.embed(src_tokens)
+        if getattr(self, "chars", None) is not None:
+            x = torch.cat([x, self.chars(src_tokens)], dim=-1)
+        return self.dropout(x)
+
+    def _scores(self, src_tokens, src_lengths=None):
         mask = src_tokens.ne(self.padding_idx)
         if src_lengths is None:
             src_lengths = mask.sum(1)
-        x = self.dropout(self.embed(src_tokens))
+        x = self.features(src_tokens)
         if self.core_kind.startswith("hnmc"):
-            return self.core(x, mask)
-        return self.core(x, src_lengths)
+            return self.core(x, mask), mask
+        return self.core(x, src_lengths), mask
 
-    def viterbi(self, src_tokens, src_lengths=None):
+    def forward(self, src_tokens, src_lengths=None, **kwargs):
+        out, mask = self._scores(src_tokens, src_lengths)
+        if getattr(self, "crf", None) is not None:
+            return self.crf.marginals(out, mask)  # log p(y_t | x) under the CRF
+        return out
+
+    @property
+    def has_sequence_nll(self):
+        return getattr(self, "crf", None) is not None
+
+    def sequence_nll(self, src_tokens, src_lengths, target):
+        """-log p(target | x) per sentence (B,) under the CRF (``bilstm_crf_tagger`` only)."""
+        if getattr(self, "crf", None) is None:
+            raise ValueError(f"{self.core_kind}_tagger has no sequence NLL (token NLL only)")
+        emissions, mask = self._scores(src_tokens, src_lengths)
+        return self.crf.nll(emissions, target.masked_fill(~mask, 0), mask)
+
+    def constrained_viterbi(self, src_tokens, src_lengths=None, constraints=None):
+        """The best tag path (B, T) (-1 on padding) under the model's own sequence scores with the tag
+        scheme's ``constraints`` (``(allowed, start, end)``): the CRF's Viterbi (``bilstm_crf_tagger``),
+        the last chain's Viterbi (HNMC architectures 1 and 3); None for the other taggers (the caller then
+        decodes their per-token log-probabilities under the constraints)."""
+        if getattr(self, "crf", None) is not None:
+            emissions, mask = self._scores(src_tokens, src_lengths)
+            return self.crf.decode(emissions, mask, constraints)[1]
+        if self.core_kind.startswith("hnmc") and self.args.tagger_architecture in (1, 3):
+            return self.viterbi(src_tokens, src_lengths, constraints)[1]
+        return None
+
+    def viterbi(self, src_tokens, src_lengths=None, constraints=None):
         """The best tag path (B, T) (-1 on padding) of an HNMC tagger whose last chain's states are the
-        tags (architectures 1 and 3), decoded over the chain's own potentials; ``(score, path)``."""
+        tags (architectures 1 and 3), decoded over the chain's own potentials (plus ``constraints``, a tag
+        scheme's ``(allowed, start, end)``, added to them); ``(score, path)``."""
         if not self.core_kind.startswith("hnmc"):
             raise ValueError(f"{self.core_kind} has no chain over the tags: no Viterbi path")
         mask = src_tokens.ne(self.padding_idx)
-        return self.core.viterbi(self.dropout(self.embed(src_tokens)), mask)
+        return self.core.viterbi(self.features(src_tokens), mask, constraints)
 
     def max_positions(self):
         return None
@@ -208,6 +315,8 @@ def base_tagger(args):
     if args.dropout is None:
         args.dropout = 0.0
     args.hnmc_activation = getattr(args, "hnmc_activation", None) or "melu"
+    args.char_embed_dim = getattr(args, "char_embed_dim", None) or 0
+    args.char_hidden = getattr(args, "char_hidden", None) or 25
 
 
 def _arch(core):

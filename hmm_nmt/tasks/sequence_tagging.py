@@ -12,6 +12,21 @@ columns (0-based, negative counts from the end; default: first and last). Malfor
 another column count than the first token line, an empty file) raise
 :class:`hmm_nmt.data.conll.CoNLLFormatError` naming the file and line.
 
+``--data-format conllu`` reads CoNLL-U (Universal Dependencies) through the ``conllu`` library instead:
+multiword tokens and empty nodes are skipped, the words are the FORM field and ``--tag-column`` names the
+field (``upos``, the default, or ``xpos``). CoNLL files: ``-DOCSTART-`` lines are document boundaries and a
+line holding only white space (WNUT-17) is a sentence break.
+
+Tag schemes (entity and chunk tags ``O``/``B-X``/``I-X``/``E-X``/``S-X``): ``--data-tag-scheme`` is the
+scheme the files are written in (detected from the training file when omitted), ``--tag-scheme`` the one
+the model is trained and decodes in (default: the file's); tags are converted on reading
+(:mod:`hmm_nmt.data.tag_schemes`), so the tag dictionary holds training-scheme tags, and predictions are
+converted back (:meth:`SequenceTaggingTask.to_file_scheme`) to be scored in the file's scheme. Both
+resolved names are written into the task's args, hence into every checkpoint.
+:meth:`SequenceTaggingTask.tag_constraints` gives the training scheme's allowed transitions over the tag
+dictionary (special symbols never allowed), the constraint of ``--decoding viterbi`` and of
+``bilstm_crf_tagger``'s CRF.
+
 Dictionaries are built from the training split (``--word-min-count``; ``--lowercase`` folds words). If
 the data directory holds ``dict.words.txt`` / ``dict.tags.txt`` they are loaded instead. Both are fairseq
 :class:`~fairseq.data.Dictionary` objects, so both have the special symbols ``<s> <pad> </s> <unk>``
@@ -31,8 +46,9 @@ Model contract (what a tagger built for this task must honour; ``iohmm_tagger`` 
 * ``sample["target"]`` is (B, T) tag indices, right padded with ``target_dictionary.pad()`` and aligned
   position by position with ``src_tokens`` (no EOS/BOS appended to either).
 
-Use it with the criterion ``tagging_cross_entropy`` (token-level NLL; at validation it also logs tag
-``accuracy`` and, for BIO/IOB tags, seqeval's chunk ``chunk_f1``/``chunk_precision``/``chunk_recall``).
+Use it with the criterion ``tagging_cross_entropy`` (token-level NLL, or the model's own
+``sequence_nll`` when it has one; at validation it also logs tag ``accuracy`` and, for entity/chunk tags,
+entity ``chunk_f1``/``chunk_precision``/``chunk_recall`` and ``invalid_sequences``).
 """
 import logging
 import os
@@ -41,7 +57,9 @@ import torch
 from fairseq.data import Dictionary, LanguagePairDataset, ListDataset
 from fairseq.tasks import LegacyFairseqTask, register_task
 
-from hmm_nmt.data.conll import CoNLLFormatError, check_column, read_conll, split_dev
+from hmm_nmt.data import tag_schemes as ts
+from hmm_nmt.data.conll import CoNLLFormatError, check_column, conllu_column, read_conll, read_conllu, split_dev
+from hmm_nmt.data.entity_eval import is_entity_tagset
 
 logger = logging.getLogger(__name__)
 
@@ -64,8 +82,17 @@ class SequenceTaggingTask(LegacyFairseqTask):
         parser.add_argument("--train-file", default=None, help="CoNLL file of the training split")
         parser.add_argument("--valid-file", default=None, help="CoNLL file of the dev split (else carved from train)")
         parser.add_argument("--test-file", default=None, help="CoNLL file of the test split")
-        parser.add_argument("--word-column", type=int, default=0, help="0-based word column (negative: from the end)")
-        parser.add_argument("--tag-column", type=int, default=-1, help="0-based tag column (negative: from the end)")
+        parser.add_argument("--data-format", choices=["conll", "conllu"], default="conll",
+                            help="conll: white-space columns; conllu: CoNLL-U through the conllu library")
+        parser.add_argument("--word-column", default=None,
+                            help="0-based word column (negative: from the end; default 0, CoNLL-U: form)")
+        parser.add_argument("--tag-column", default=None,
+                            help="0-based tag column (negative: from the end; default -1); CoNLL-U: upos "
+                                 "(default) or xpos")
+        parser.add_argument("--tag-scheme", default=None, choices=list(ts.SCHEMES) + list(ts.ALIASES),
+                            help="entity tag scheme to train and decode in (default: the data's)")
+        parser.add_argument("--data-tag-scheme", default=None, choices=list(ts.SCHEMES) + list(ts.ALIASES),
+                            help="entity tag scheme the files are written in (default: detected from train)")
         parser.add_argument("--num-columns", type=int, default=None,
                             help="columns every token line must have (default: those of the first token line)")
         parser.add_argument("--comment-prefix", default=None, help="ignore lines starting with this (e.g. '#')")
@@ -82,7 +109,82 @@ class SequenceTaggingTask(LegacyFairseqTask):
         super().__init__(args)
         self.word_dict = word_dict
         self.tag_dict = tag_dict
-        self.bio = is_bio_tagset(tag_dict.symbols[tag_dict.nspecial:])
+        self.data_scheme = getattr(args, "data_tag_scheme", None)
+        self.train_scheme = getattr(args, "tag_scheme", None)
+        if not is_entity_tagset(tag_dict.symbols[tag_dict.nspecial:]):
+            self.data_scheme = self.train_scheme = None
+        self.bio = self.train_scheme is not None  # entity/chunk tags: span metrics apply
+
+    # ---------------------------------------------------------------- columns and schemes
+    @staticmethod
+    def data_format(args):
+        return getattr(args, "data_format", None) or "conll"
+
+    @classmethod
+    def word_column_of(cls, args):
+        col = getattr(args, "word_column", None)
+        if cls.data_format(args) == "conllu":
+            return conllu_column("form" if col is None else col)
+        return 0 if col is None else int(col)
+
+    @classmethod
+    def tag_column_of(cls, args):
+        col = getattr(args, "tag_column", None)
+        if cls.data_format(args) == "conllu":
+            return conllu_column("upos" if col is None else col)
+        return -1 if col is None else int(col)
+
+    @property
+    def word_column(self):
+        return self.word_column_of(self.args)
+
+    @property
+    def tag_column(self):
+        return self.tag_column_of(self.args)
+
+    @classmethod
+    def resolve_schemes(cls, args, train_tags, tag_symbols=()):
+        """Write the canonical ``data_tag_scheme`` / ``tag_scheme`` into ``args`` (None for non-entity tags).
+
+        ``train_tags``: the training sentences' tag lists in the file's scheme (None if unavailable:
+        the scheme is then guessed from the prefixes of ``tag_symbols``, a dictionary's tags)."""
+        tags = {t for s in train_tags for t in s} if train_tags is not None else set(tag_symbols)
+        if not is_entity_tagset(tags):
+            if args.tag_scheme or args.data_tag_scheme:
+                raise ValueError("--tag-scheme/--data-tag-scheme need entity tags (O, B-X, I-X, E-X, S-X)")
+            return
+        data = args.data_tag_scheme
+        if data is None:
+            data = ts.detect(train_tags if train_tags is not None else [[t] for t in tags if t[0] != "I"] or [["O"]])
+            logger.info(f"tag scheme of the data: {data} (detected; --data-tag-scheme to override)")
+        args.data_tag_scheme = ts.canonical(data)
+        args.tag_scheme = ts.canonical(args.tag_scheme or args.data_tag_scheme)
+
+    def convert_tags(self, tags, path=None, line=None):
+        """One sentence's file tags in the training scheme."""
+        if self.data_scheme is None or self.data_scheme == self.train_scheme:
+            return tags
+        try:
+            return ts.convert(tags, self.data_scheme, self.train_scheme)[0]
+        except ts.TagSchemeError as e:
+            raise CoNLLFormatError(f"{path}:{line}: {e}") from e
+
+    def to_file_scheme(self, tags):
+        """Training-scheme tags (a prediction) written in the data file's scheme."""
+        if self.data_scheme is None or self.data_scheme == self.train_scheme:
+            return list(tags)
+        from hmm_nmt.data.entity_eval import clean_tags
+
+        return ts.convert(clean_tags(tags), self.train_scheme, self.data_scheme)[0]
+
+    def tag_constraints(self):
+        """``(allowed[prev][next], start[tag], end[tag])`` over the tag dictionary: the training scheme's
+        transitions for entity tags, otherwise every non-special tag anywhere; special symbols never."""
+        names = self.tag_dict.symbols
+        if self.train_scheme is not None:
+            return ts.transitions(names, self.train_scheme)
+        ok = [k >= self.tag_dict.nspecial for k in range(len(names))]
+        return [[a and b for b in ok] for a in ok], list(ok), list(ok)
 
     # ---------------------------------------------------------------- files and splits
     @classmethod
@@ -123,15 +225,23 @@ class SequenceTaggingTask(LegacyFairseqTask):
         return path, cls._read(args, path)
 
     @classmethod
+    def read_file(cls, args, path):
+        """The sentences of any file in the task's data format (no column check)."""
+        if cls.data_format(args) == "conllu":
+            return read_conllu(path)
+        return read_conll(path, num_columns=getattr(args, "num_columns", None),
+                          comment_prefix=getattr(args, "comment_prefix", None))
+
+    @classmethod
     def _read(cls, args, path):
-        sents = read_conll(path, num_columns=args.num_columns, comment_prefix=args.comment_prefix)
-        check_column(path, sents, args.word_column, "word")
-        check_column(path, sents, args.tag_column, "tag")
+        sents = cls.read_file(args, path)
+        check_column(path, sents, cls.word_column_of(args), "word")
+        check_column(path, sents, cls.tag_column_of(args), "tag")
         return sents
 
     @classmethod
     def words_of(cls, args, sentence):
-        words = sentence.column(args.word_column)
+        words = sentence.column(cls.word_column_of(args))
         return [w.lower() for w in words] if args.lowercase else words
 
     # ---------------------------------------------------------------- setup
@@ -140,20 +250,37 @@ class SequenceTaggingTask(LegacyFairseqTask):
         data_dir = args.data if os.path.isdir(args.data) else None
         wpath = os.path.join(data_dir, "dict.words.txt") if data_dir else None
         tpath = os.path.join(data_dir, "dict.tags.txt") if data_dir else None
+        for key in ("tag_scheme", "data_tag_scheme"):
+            setattr(args, key, getattr(args, key, None))
+        tcol = cls.tag_column_of(args)
         if wpath and os.path.isfile(wpath) and os.path.isfile(tpath):
             word_dict, tag_dict = Dictionary.load(wpath), Dictionary.load(tpath)
+            symbols = tag_dict.symbols[tag_dict.nspecial:]
+            if args.data_tag_scheme is None and is_entity_tagset(symbols):
+                try:
+                    train_tags = [s.column(tcol) for s in cls.read_split(args, "train")[1]]
+                except (FileNotFoundError, CoNLLFormatError):
+                    train_tags = None
+                cls.resolve_schemes(args, train_tags, symbols)
+            else:
+                cls.resolve_schemes(args, None, symbols)
         else:
             path, sents = cls.read_split(args, "train")
+            cls.resolve_schemes(args, [s.column(tcol) for s in sents])
             word_dict, tag_dict = Dictionary(), Dictionary()
+            probe = cls.__new__(cls)
+            probe.data_scheme, probe.train_scheme = args.data_tag_scheme, args.tag_scheme
             for s in sents:
                 for w in cls.words_of(args, s):
                     word_dict.add_symbol(w)
-                for t in s.column(args.tag_column):
+                for t in probe.convert_tags(s.column(tcol), path, s.lines[0]):
                     tag_dict.add_symbol(t)
             word_dict.finalize(threshold=args.word_min_count, padding_factor=1)
             tag_dict.finalize(padding_factor=1)
         logger.info(f"[words] dictionary: {len(word_dict)} types; [tags] dictionary: {len(tag_dict)} types "
-                    f"({' '.join(tag_dict.symbols[tag_dict.nspecial:][:40])})")
+                    f"({' '.join(tag_dict.symbols[tag_dict.nspecial:][:40])})"
+                    + (f"; tag scheme {args.data_tag_scheme} in the data, {args.tag_scheme} in training"
+                       if args.tag_scheme else ""))
         return cls(args, word_dict, tag_dict)
 
     def encode(self, sentences, path=None):
@@ -161,14 +288,15 @@ class SequenceTaggingTask(LegacyFairseqTask):
         src, tgt = [], []
         for s in sentences:
             src.append(torch.LongTensor([self.word_dict.index(w) for w in self.words_of(self.args, s)]))
-            tgt.append(torch.LongTensor([self.tag_dict.index(t) for t in s.column(self.args.tag_column)]))
+            tags = self.convert_tags(s.column(self.tag_column), path, s.lines[0])
+            tgt.append(torch.LongTensor([self.tag_dict.index(t) for t in tags]))
         return src, tgt
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         path, sents = self.read_split(self.args, split)
         if sents is None:
             raise FileNotFoundError(f"no {split} file for data={self.args.data!r} (see --{split}-file)")
-        src, tgt = self.encode(sents)
+        src, tgt = self.encode(sents, path)
         unk_tags = sum(int((t == self.tag_dict.unk()).sum()) for t in tgt)
         if unk_tags:
             logger.warning(f"{path} [{split}]: {unk_tags} tags not seen in training (counted as errors)")

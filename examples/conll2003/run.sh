@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# CoNLL-2003 English NER: train one tagger with fairseq-train, tag dev and test with scripts/tag.py.
+#
+#   examples/conll2003/run.sh                          # tiny generated data (seconds; what the tests run)
+#   examples/conll2003/run.sh --local ../shared/data/conll2003
+#
+# Options:
+#   --local DIR      directory with eng.train, eng.testa (dev), eng.testb (test) (.gz allowed)
+#   --out DIR        work directory (default: conll2003_run); checkpoints in DIR/checkpoints
+#   --arch ARCH      tagger (default bilstm_crf_tagger; any --arch of sequence_tagging)
+#   --tag-scheme S   scheme to train in (default bioes; the files are IOB1 and are scored in IOB1)
+#   --decoding D     argmax or viterbi (default viterbi) for validation and tagging
+#   --epochs N       maximum epochs (default 3 tiny, 30 --local; fairseq --patience 5 on dev entity F1)
+#   --threads N      torch/OMP threads (default 1)
+#   -h, --help       this text
+# Further arguments after -- go to fairseq-train (e.g. -- --embed-path glove.100d.txt --embed-dim 100).
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+PY=${PYTHON:-python3}
+LOCAL="" OUT=conll2003_run ARCH=bilstm_crf_tagger SCHEME=bioes DECODING=viterbi EPOCHS="" THREADS=1 EXTRA=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --local) LOCAL=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    --arch) ARCH=$2; shift 2 ;;
+    --tag-scheme) SCHEME=$2; shift 2 ;;
+    --decoding) DECODING=$2; shift 2 ;;
+    --epochs) EPOCHS=$2; shift 2 ;;
+    --threads) THREADS=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --) shift; EXTRA=("$@"); break ;;
+    *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+export OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS
+mkdir -p "$OUT"
+pick() { for f in "$1/$2" "$1/$2.gz" "$1/$2.txt"; do [ -f "$f" ] && { echo "$f"; return; }; done; echo "no $2 in $1" >&2; exit 1; }
+if [ -z "$LOCAL" ]; then
+  "$PY" "$ROOT/examples/tagging_tiny.py" conll2003 "$OUT/data"
+  DATA=$OUT/data SIZE=(--embed-dim 16 --hidden-size 16 --char-embed-dim 8 --char-hidden 8 --lr 0.01)
+  EPOCHS=${EPOCHS:-3}
+else
+  DATA=$LOCAL SIZE=(--embed-dim 100 --hidden-size 100 --char-embed-dim 25 --char-hidden 25 --dropout 0.5 --lr 0.002)
+  EPOCHS=${EPOCHS:-30}
+fi
+TRAIN=$(pick "$DATA" eng.train) DEV=$(pick "$DATA" eng.testa) TEST=$(pick "$DATA" eng.testb)
+"$PY" -m fairseq_cli.train "$OUT" --user-dir "$ROOT/hmm_nmt" --task sequence_tagging \
+  --train-file "$TRAIN" --valid-file "$DEV" --test-file "$TEST" --tag-column 3 \
+  --data-tag-scheme iob1 --tag-scheme "$SCHEME" --arch "$ARCH" "${SIZE[@]}" \
+  --criterion tagging_cross_entropy --decoding "$DECODING" --optimizer adam --batch-size 32 \
+  --max-epoch "$EPOCHS" --patience 5 --save-dir "$OUT/checkpoints" --no-epoch-checkpoints \
+  --best-checkpoint-metric chunk_f1 --maximize-best-checkpoint-metric \
+  --num-workers 0 --log-format simple --seed 1 --cpu "${EXTRA[@]}"
+for split in dev test; do
+  [ $split = dev ] && IN=$DEV || IN=$TEST
+  echo "== $split ($IN)"
+  "$PY" "$ROOT/scripts/tag.py" --path "$OUT/checkpoints/checkpoint_best.pt" --input "$IN" \
+    --output "$OUT/$split.tagged" --gold-column 3 --decoding "$DECODING" --cpu
+done
