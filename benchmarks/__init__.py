@@ -16,6 +16,8 @@ split into stages, each a module of one idea, over a few shared helpers:
 * :mod:`benchmarks.tuning`: lenpen / EOS-penalty choice on dev by re-ranking n-best lists
   (``scripts/tune_lenpen.py``);
 * :mod:`benchmarks.decoding`: the decoding and scoring stage of the test set;
+* :mod:`benchmarks.stopping`: early stopping (fairseq's ``--patience`` rule as a resumable object for in-process
+  trainers), why a run stopped, the training clock over resumed runs, time to quality;
 * :mod:`benchmarks.report`: results document, markdown tables and plots;
 * :mod:`benchmarks.seeds`: parsing ``--seeds`` and the mean / spread over seeds;
 * :mod:`benchmarks.translation`: the orchestration of all stages (``Benchmark``) and the per-seed runs.

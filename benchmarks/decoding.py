@@ -36,30 +36,55 @@ def generate_args(bench, direction, slot, checkpoint, lenpen=None, eos_penalty=0
 
 
 def decode(bench, direction, slot, pos):
-    """Decode and score ``test`` for one (direction, slot): (the stage's record, sacrebleu scores)."""
+    """Decode and score ``test`` for one (direction, slot): (the stage's record, sacrebleu scores).
+
+    With ``--length-choice halves`` the test set is decoded with the pair the decision keeps (the record's own
+    row) and with the other of (stock search, candidate) too, so that the results show both rows."""
     jdir = bench.job_dir(direction, slot)
     ckpt, how = select_checkpoint(jdir, bench.args.average_best)
-    lenpen, eos_penalty, dev_rows = choose_for_benchmark(bench, direction, slot, ckpt, pos)
+    lenpen, eos_penalty, dev_rows, decision = choose_for_benchmark(bench, direction, slot, ckpt, pos)
+    done, scores = _decode_test(bench, direction, slot, pos, ckpt, how, lenpen, eos_penalty, dev_rows, "")
+    if decision is not None:
+        cand, stock = decision["candidate"], decision["stock"]
+        pairs = {"stock": (stock["lenpen"], stock["eos_penalty"]), "candidate": (cand["lenpen"], cand["eos_penalty"])}
+        test = {}
+        for name, (lp, pen) in pairs.items():
+            if (lp, pen) == (lenpen, eos_penalty):
+                test[name] = scores
+            else:
+                test[name] = _decode_test(bench, direction, slot, pos, ckpt, how, lp, pen, dev_rows, f".{name}")[1]
+        done = dict(done, length_choice={
+            **decision, "used": "candidate" if decision["adopted"] else "stock",
+            "test": {k: {m: v[m] for m in ("bleu", "ter", "chrf", "length_ratio")} for k, v in test.items()}})
+    return done, scores
+
+
+def _decode_test(bench, direction, slot, pos, ckpt, how, lenpen, eos_penalty, dev_rows, tag):
+    """One decode of ``test`` with (lenpen, EOS penalty), cached as ``test{tag}.hyp`` / ``decode{tag}_done.json``."""
+    jdir = bench.job_dir(direction, slot)
     args = generate_args(bench, direction, slot, ckpt, lenpen, eos_penalty)
     tgt = direction.split("-")[1]
     refs = read_lines(os.path.join(bench.data, bench.prep["references"]["test"][tgt]))
-    hyp_path = os.path.join(jdir, "test.hyp")
-    done_path = os.path.join(jdir, "decode_done.json")
+    hyp_path = os.path.join(jdir, f"test{tag}.hyp")
+    done_path = os.path.join(jdir, f"decode{tag}_done.json")
     if os.path.exists(done_path) and os.path.exists(hyp_path) and read_json(done_path)["fairseq_args"] == args:
         done = read_json(done_path)
-        bench.measured.setdefault((direction, slot), {})["decode"] = done["wall_seconds"]
-        say(f"[{pos}] {direction} {slot}: decoding already done, skipped")
+        if not tag:
+            bench.measured.setdefault((direction, slot), {})["decode"] = done["wall_seconds"]
+        say(f"[{pos}] {direction} {slot}: decoding{tag.replace('.', ' (') + ')' if tag else ''} already done, "
+            f"skipped")
     else:
         left, unknown = bench.estimate_remaining((direction, slot), 0.0)
-        say(f"[{pos}] {direction} {slot}: decoding test ({len(refs)} sentences, beam {bench.args.beam}) "
-            f"with {os.path.basename(ckpt)}; afterwards {'>' if unknown else '~'}{fmt_duration(left)} left")
-        stats_path = os.path.join(jdir, "generate_stats.json")
-        stdout_path = os.path.join(jdir, "generate.out")
+        say(f"[{pos}] {direction} {slot}: decoding test ({len(refs)} sentences, beam {bench.args.beam}, lenpen "
+            f"{lenpen:g}, EOS penalty {eos_penalty:g}) with {os.path.basename(ckpt)}; afterwards "
+            f"{'>' if unknown else '~'}{fmt_duration(left)} left")
+        stats_path = os.path.join(jdir, f"generate{tag}_stats.json")
+        stdout_path = os.path.join(jdir, f"generate{tag}.out")
         t0 = time.time()
-        run_fairseq(bench.python, bench.env, "generate", stats_path, args, os.path.join(jdir, "generate.log"),
+        run_fairseq(bench.python, bench.env, "generate", stats_path, args, os.path.join(jdir, f"generate{tag}.log"),
                     stdout_path=stdout_path)
         hyps = parse_generate_output(stdout_path, len(refs))
-        speed = parse_generate_speed(stdout_path, os.path.join(jdir, "generate.log"))
+        speed = parse_generate_speed(stdout_path, os.path.join(jdir, f"generate{tag}.log"))
         atomic_write(hyp_path, "".join(h + "\n" for h in hyps))
         stats = read_json(stats_path)
         done = {"fairseq_args": args, "checkpoint": ckpt, "checkpoint_selection": how, "lenpen": lenpen,
@@ -68,6 +93,7 @@ def decode(bench, direction, slot, pos):
                 "peak_decode_rss_bytes": stats.get("max_rss_bytes"),
                 "peak_decode_cuda_bytes": stats.get("cuda_max_allocated_bytes")}
         write_json(done_path, done)
-        bench.measured.setdefault((direction, slot), {})["decode"] = done["wall_seconds"]
+        if not tag:
+            bench.measured.setdefault((direction, slot), {})["decode"] = done["wall_seconds"]
     hyps = read_lines(hyp_path)
     return done, score(hyps, refs)

@@ -1,6 +1,7 @@
 """The language-model benchmark's stages (``scripts/bench_lm.py``): the model zoo, fairseq-train / fairseq-validate
 in child processes (with their peak RSS), and NLTK's interpolated Kneser-Ney 5-gram with an indexed continuation
 count lookup (the same numbers as NLTK's scan, spot-checked at every run)."""
+import glob
 import math
 import os
 import re
@@ -10,7 +11,11 @@ import time
 
 from tqdm import tqdm
 
+from benchmarks import fairseq_runner
 from benchmarks.common import REPO as ROOT
+from benchmarks.common import BenchmarkError, read_json, write_json
+from benchmarks.logs import parse_train_log
+from benchmarks.stopping import stop_reason, training_clock
 
 # name -> fairseq arguments ({raw} is the --raw directory); m = 64 Brown clusters unless said otherwise
 HMM = ["--arch", "hmm_lm", "--criterion", "hmm_lm", "--hmm-embed-dim", "256"]
@@ -124,37 +129,82 @@ def kn5(raw, order=5, discount=0.75):
     return out[0], out[1], entries, time.time() - t0
 
 
-def run_fairseq(name, spec, opts, env):
+def train_command(name, spec, opts):
+    """fairseq-train's arguments for model ``name``: the bound is ``--epochs`` (fairseq's --max-epoch) and
+    ``--stop-minutes``; ``--patience P`` adds fairseq's early stopping on the validation loss (one validation
+    per epoch here, so P counts epochs)."""
     save = os.path.join(opts.out, name)
-    os.makedirs(save, exist_ok=True)
     args = [a.format(raw=opts.raw) for a in spec]
     train = [opts.bin, "--user-dir", os.path.join(ROOT, "hmm_nmt"), "--task", "language_modeling", *args,
              "--sample-break-mode", "eos", "--tokens-per-sample", "128", "--max-tokens", str(opts.max_tokens),
              "--required-batch-size-multiple", "1", "--optimizer", "adam", "--lr", str(opts.lr), "--clip-norm", "5",
              "--max-epoch", str(opts.epochs), "--seed", str(opts.seed), "--num-workers", "0", "--save-dir", save,
-             "--no-epoch-checkpoints", "--no-last-checkpoints", "--log-format", "simple", "--log-interval", "20",
-             "--no-progress-bar"]
+             # checkpoint_last.pt stays: an interrupted training resumes from it
+             "--no-epoch-checkpoints", "--log-format", "json", "--log-interval", "20", "--no-progress-bar"]
     if opts.stop_minutes:
         train += ["--stop-time-hours", str(opts.stop_minutes / 60)]
+    if getattr(opts, "patience", 0):
+        train += ["--patience", str(opts.patience)]
+    return save, train
+
+
+def train_model(name, spec, opts, env):
+    """Train ``name`` (or resume it, or skip it when done), as the translation benchmark does: the command line
+    is recorded (a rerun with another is refused), an interrupted run resumes from ``checkpoint_last.pt`` through
+    fairseq (the instrumented wrapper keeps the --patience counter), ``train_done.json`` marks the end."""
+    save, train = train_command(name, spec, opts)
+    os.makedirs(save, exist_ok=True)
     log_path = os.path.join(opts.out, f"{name}.train.log")
-    if opts.reuse and os.path.isfile(os.path.join(save, "checkpoint_best.pt")) and os.path.isfile(log_path):
-        log = open(log_path).read()  # trained by an earlier invocation: only score it again
-    else:
-        log = child("fairseq_cli.train", train, log_path, env)
-    params = int(re.search(r"num\. shared model params: ([\d,]+)", log).group(1).replace(",", ""))
-    wps = [float(x) for x in re.findall(r"\| train \| epoch \d+ \|.*?\| wps ([\d.]+)", log)]
-    peak = int(re.findall(r"PEAK_RSS_KB (\d+)", log)[-1])
-    valid_losses = [float(x) for x in re.findall(r"valid on 'valid' subset \| loss ([\d.]+)", log)]
+    cmd_path, done_path = os.path.join(save, "train_command.json"), os.path.join(save, "train_done.json")
+    if os.path.exists(cmd_path):
+        old = read_json(cmd_path)["fairseq_args"]
+        if old != train:
+            raise BenchmarkError(f"{save} was trained with another command line; delete it or use another --out\n"
+                                 f"  was: {' '.join(old)}\n  now: {' '.join(train)}")
+    elif os.path.exists(log_path):  # trained by a version of this script that kept no resumable state
+        os.replace(log_path, log_path + ".old")
+    write_json(cmd_path, {"fairseq_args": train})
+    if os.path.exists(done_path):
+        return
+    runs = sorted(glob.glob(os.path.join(save, "train_stats.*.json")), key=lambda p: int(p.rsplit(".", 2)[-2]))
+    stats_path = os.path.join(save, f"train_stats.{len(runs)}.json")
+    if runs:
+        tqdm.write(f"{name}: resuming from {os.path.join(save, 'checkpoint_last.pt')}", file=sys.stderr)
+    fairseq_runner.run_fairseq(sys.executable, env, "train", stats_path, train, log_path)
+    write_json(done_path, {"finished": time.time()})
+
+
+def run_fairseq(name, spec, opts, env):
+    save = os.path.join(opts.out, name)
+    log_path = os.path.join(opts.out, f"{name}.train.log")
+    if not (opts.reuse and os.path.isfile(os.path.join(save, "checkpoint_best.pt")) and os.path.isfile(log_path)):
+        train_model(name, spec, opts, env)
+    # otherwise trained by an earlier invocation: only score it again
+    log = parse_train_log(log_path)
+    runs = [read_json(p) for p in sorted(glob.glob(os.path.join(save, "train_stats.*.json")),
+                                         key=lambda p: int(p.rsplit(".", 2)[-2]))]
+    clock = training_clock(runs)
+    epochs = log["train_epochs"]
+    wps = [e["wps"] for e in epochs if e.get("wps")]
     with open(os.path.join(opts.raw, "train.txt"), encoding="utf-8") as f:
         train_tokens = sum(len(line.split()) + 1 for line in f if line.strip())  # words + </s>
-    updates = [int(x) for x in re.findall(r"\| train \| epoch \d+ \|.*?\| num_updates (\d+)", log)]
+    curve = log.get("valid_curve") or []
+    if not curve or log["params"] is None:
+        raise BenchmarkError(f"{log_path}: no validation record or no parameter count (did training start?)")
+    best = min(curve, key=lambda r: r["loss"])
+    peak = max((r.get("max_rss_bytes") or 0) for r in runs) if runs else 0
     # a run stopped by --stop-minutes ends inside an epoch: time per epoch from the training speed
-    res = {"params": params, "s_per_epoch": train_tokens / (sum(wps) / len(wps)), "epochs_run": len(wps),
-           "updates": updates[-1] if updates else 0,
-           "peak_rss_mb": peak / 1024, "valid_loss_per_epoch": valid_losses}
-    train_ppl = re.findall(r"\| train \| epoch \d+ \|.*?\| ppl ([\d.]+)", log)
-    if train_ppl:
-        res["train_ppl_last_epoch"] = float(train_ppl[-1])
+    res = {"params": log["params"], "s_per_epoch": train_tokens / (sum(wps) / len(wps)) if wps else None,
+           "epochs_run": len(epochs), "updates": max(log["updates"], curve[-1]["updates"]),
+           "peak_rss_mb": peak / 2**20 if peak else None,
+           "valid_loss_per_epoch": [r["loss"] for r in curve],
+           "stopped_at_epoch": curve[-1]["epoch"], "stopped_at_update": max(log["updates"], curve[-1]["updates"]),
+           "stop_reason": stop_reason(log, runs), "patience": getattr(opts, "patience", 0) or None,
+           "best_dev_loss": best["loss"], "best_dev_epoch": best["epoch"], "best_dev_update": best["updates"],
+           "train_wall_s": clock["wall_seconds"] if runs else None, "train_cpu_s": clock["cpu_seconds"] if runs else None,
+           "fairseq_runs": log["runs"], "resumed_at_updates": log["resumed_from"]}
+    if epochs and epochs[-1].get("ppl") is not None:
+        res["train_ppl_last_epoch"] = epochs[-1]["ppl"]
     # fairseq-validate: the criterion's exact NLL on each split (for hmm_lm the blocked forward; the tests
     # check that stock fairseq-eval-lm, which reads the full next-token distribution, gives the same number)
     ev = child("fairseq_cli.validate", [opts.bin, "--user-dir", os.path.join(ROOT, "hmm_nmt"), "--task",

@@ -10,6 +10,10 @@ RECORD_RE = re.compile(r"\|\s*(train_inner|train|valid)\s*\|\s*(\{.*\})\s*$")
 PARAMS_RE = re.compile(r"num\. shared model params: ([\d,]+) \(num\. trained: ([\d,]+)\)")
 LOADED_RE = re.compile(r"Loaded checkpoint .* \(epoch (\d+) @ (\d+) updates\)")
 DONE_RE = re.compile(r"done training in ([\d.]+) seconds")
+# why fairseq-train stopped (fairseq_cli/train.py); ending max_epoch prints nothing of its own
+STOP_RES = (("patience", re.compile(r"early stop since valid performance hasn't improved")),
+            ("max_update", re.compile(r"Stopping training due to num_updates")),
+            ("time budget", re.compile(r"Stopping training due to cumulative_training_time")))
 TRANSLATED_RE = re.compile(
     r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in ([\d.]+)s "
     r"\(([\d.]+) sentences/s, ([\d.]+) tokens/s\)"
@@ -29,7 +33,8 @@ def num(x):
 def parse_train_log(path):
     """Everything the benchmark needs from a (possibly appended-to, multi-run) fairseq-train log."""
     info = {"params": None, "params_trained": None, "valid": {}, "updates": 0, "epoch": 0,
-            "runs": 0, "resumed_from": [], "finished": False, "last_train_inner": None}
+            "runs": 0, "resumed_from": [], "finished": False, "last_train_inner": None, "stop_reason": None,
+            "train_epochs": {}}
     if not os.path.exists(path):
         return info
     with open(path, encoding="utf-8", errors="replace") as f:
@@ -40,6 +45,7 @@ def parse_train_log(path):
                 info["params_trained"] = int(m.group(2).replace(",", ""))
                 info["runs"] += 1
                 info["finished"] = False  # a new run started after any earlier "done"
+                info["stop_reason"] = None
                 continue
             m = LOADED_RE.search(line)
             if m:
@@ -47,7 +53,12 @@ def parse_train_log(path):
                 continue
             if DONE_RE.search(line):
                 info["finished"] = True
+                if info["stop_reason"] is None:
+                    info["stop_reason"] = "max_epoch"
                 continue
+            for reason, rx in STOP_RES:
+                if rx.search(line) and info["stop_reason"] != "patience":  # both at once: patience said more
+                    info["stop_reason"] = reason
             m = RECORD_RE.search(line)
             if not m:
                 continue
@@ -67,6 +78,7 @@ def parse_train_log(path):
                     "loss": num(rec.get("valid_loss")),
                     "nll_loss": num(rec.get("valid_nll_loss")),
                     "ppl": num(rec.get("valid_ppl")),
+                    "bleu": num(rec.get("valid_bleu")),  # with --eval-bleu (benchmark --dev-bleu)
                 }
             else:
                 key = "num_updates" if tag == "train_inner" else "train_num_updates"
@@ -76,8 +88,14 @@ def parse_train_log(path):
                 info["epoch"] = int(num(rec.get("epoch")) or info["epoch"])
                 if tag == "train_inner":
                     info["last_train_inner"] = rec
+                elif upd is not None:  # end of an epoch; a resumed run may repeat one: keep the newest
+                    info["train_epochs"][int(num(rec.get("epoch")) or 0)] = {
+                        "epoch": int(num(rec.get("epoch")) or 0), "updates": int(upd),
+                        "wps": num(rec.get("train_wps")), "ppl": num(rec.get("train_ppl")),
+                        "loss": num(rec.get("train_loss"))}
     info["valid_curve"] = [info["valid"][k] for k in sorted(info["valid"])]
     del info["valid"]
+    info["train_epochs"] = [info["train_epochs"][k] for k in sorted(info["train_epochs"])]
     return info
 
 

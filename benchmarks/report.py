@@ -57,6 +57,50 @@ def markdown_table(rows):
     return "\n".join(lines) + "\n"
 
 
+def _min(seconds):
+    return "" if seconds is None else f"{seconds / 60:.1f}"
+
+
+def convergence_table(rows):
+    """Per model: where and why training stopped, its best validation, wall clock, CPU, time to quality."""
+    ttq = next((r["time_to_quality"] for r in rows if r.get("time_to_quality")), None)
+    ttq_head = (f"min to {ttq['reference']}'s best {ttq['metric']} ({ttq['target']:.3f})" if ttq
+                else "min to the transformer's best")
+    head = ["model", "stopped at update", "epoch", "why", "best valid nll", "at update", "best dev BLEU",
+            "at update", "train wall min", "train CPU min", ttq_head]
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * 2 + "---|" + "---:|" * (len(head) - 4)]
+    for r in rows:
+        t = r.get("time_to_quality") or {}
+        bleu = r.get("best_dev_bleu")
+        cells = [r["label"], f"{r['updates']:,}", str(r.get("epochs", "")), r.get("stop_reason") or "",
+                 f"{r['best_valid_nll_loss']:.3f}", f"{r['best_valid_updates']:,}",
+                 "" if bleu is None else f"{bleu:.2f}",
+                 "" if bleu is None else f"{r['best_dev_bleu_updates']:,}",
+                 _min(r.get("train_wall_seconds")), _min(r.get("train_cpu_seconds")),
+                 "" if t.get("train_wall_seconds") is None else
+                 f"{t['train_wall_seconds'] / 60:.1f} (update {t['updates']:,})"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def length_choice_table(rows):
+    """Per model two rows, the stock search and the candidate chosen on half the dev set, with the decision."""
+    lines = ["| model | search | EOS penalty | lenpen | choose-half BLEU | held-out BLEU | held-out TER | "
+             "test BLEU | test TER | test chrF | test len ratio | used |",
+             "|---|---|" + "---:|" * 9 + "---|"]
+    for r in rows:
+        d = r.get("length_choice")
+        if not d:
+            continue
+        for name in ("stock", "candidate"):
+            p, t = d[name], d["test"][name]
+            lines.append(f"| {r['label']} | {name} | {p['eos_penalty']:g} | {p['lenpen']:g} | "
+                         f"{p['choose']['bleu']:.2f} | {p['confirm']['bleu']:.2f} | {p['confirm']['ter']:.2f} | "
+                         f"{t['bleu']:.2f} | {t['ter']:.2f} | {t['chrf']:.2f} | {t['length_ratio']:.3f} | "
+                         f"{'**yes**' if d['used'] == name else 'no'} |")
+    return "\n".join(lines) + "\n"
+
+
 def markdown_report(doc):
     hw = doc["hardware"]
     device = f"GPU {hw['gpu']}" if hw["device"] == "cuda" else f"CPU {hw['cpu']}, {hw['logical_cpus']} logical cores"
@@ -77,6 +121,17 @@ def markdown_report(doc):
         out += [f"## {direction}", "", markdown_table(rows)]
         sig = rows[0]["signatures"]
         out += [f"sacrebleu: `{sig['bleu']}`, `{sig['ter']}`, `{sig['chrf']}`", ""]
+        out += [f"### {direction}: training ({doc['budget']})", "",
+                "Stopped at: the last update; why: `patience` (fairseq's --patience on the validation loss), "
+                "`max_update` / `max_epoch` / `time budget` (the bound). Train wall: all training processes, "
+                "start-up, validations and work redone after an interruption included; CPU: their process CPU "
+                "seconds. Time to quality: training wall clock without the validations at the first validation "
+                "that reaches the reference's best dev score (empty: never reached).", "",
+                convergence_table(rows)]
+        if any(r.get("length_choice") for r in rows):
+            out += [f"### {direction}: length choice (lenpen / EOS penalty chosen on the even dev lines, kept only "
+                    "if the odd lines confirm it: higher BLEU, TER not worse, than the stock search)", "",
+                    length_choice_table(rows)]
     return "\n".join(out)
 
 

@@ -19,6 +19,7 @@ from benchmarks.common import USER_DIR, BenchmarkError, read_json, write_json
 from benchmarks.fairseq_runner import run_fairseq
 from benchmarks.logs import LOADED_RE, RECORD_RE, num, parse_train_log
 from benchmarks.progress import say
+from benchmarks.stopping import stop_reason, training_clock
 
 
 def train_args(bench, direction, slot):
@@ -59,6 +60,17 @@ def train_args(bench, direction, slot):
         cmd += ["--validate-interval-updates", v, "--save-interval-updates", v, "--keep-interval-updates", "1"]
     if a.average_best > 1:
         cmd += ["--keep-best-checkpoints", str(a.average_best)]
+    if getattr(a, "patience", 0):
+        # fairseq counts validations (every --validate-interval-updates and every epoch end) without an
+        # improvement of the validation loss; the wrapper makes the count survive a resume
+        cmd += ["--patience", str(a.patience)]
+    if getattr(a, "dev_bleu", False):
+        # BLEU of the valid set at every validation (fairseq's --eval-bleu): stock search, beam --dev-bleu-beam,
+        # on the BPE-free tokenised text without further tokenisation (what the test scores use, but no -lc:
+        # the default data are lowercased already)
+        gen = {"beam": a.dev_bleu_beam, "max_len_a": 1.5, "max_len_b": 10}
+        cmd += ["--eval-bleu", "--eval-bleu-args", json.dumps(gen), "--eval-bleu-remove-bpe",
+                bench.prep["remove_bpe"], "--eval-tokenized-bleu"]
     if a.fp16:
         cmd.append("--fp16")
     return cmd + c["extra_args"] + shlex.split(a.train_args or "")
@@ -187,8 +199,9 @@ def summarize_training(jdir):
     tokens = step_s = wall = 0.0
     updates_measured = 0
     rss, cuda = [], []
-    for p in stats_files(jdir, "train"):
-        s = read_json(p)
+    runs = [read_json(p) for p in stats_files(jdir, "train")]
+    clock = training_clock(runs)
+    for s in runs:
         tokens += s["train_tokens"]
         step_s += s["train_step_seconds"]
         updates_measured += s["updates"]
@@ -197,7 +210,12 @@ def summarize_training(jdir):
             rss.append(s["max_rss_bytes"])
         if s.get("cuda_max_allocated_bytes"):
             cuda.append(s["cuda_max_allocated_bytes"])
-    best = min(log["valid_curve"], key=lambda r: r["loss"])
+    curve = [dict(r, **{k: clock["validations"].get(r["updates"], {}).get(k)
+                        for k in ("wall_seconds", "train_wall_seconds", "cpu_seconds")})
+             for r in log["valid_curve"]]
+    best = min(curve, key=lambda r: r["loss"])
+    bleus = [r for r in curve if r.get("bleu") is not None]
+    best_bleu = max(bleus, key=lambda r: r["bleu"]) if bleus else None
     return {
         "parameters": log["params"],
         "parameters_trained": log["params_trained"],
@@ -212,8 +230,15 @@ def summarize_training(jdir):
         "train_tokens_per_second": tokens / step_s if step_s > 0 else None,
         "peak_train_rss_bytes": max(rss) if rss else None,
         "peak_train_cuda_bytes": max(cuda) if cuda else None,
-        "valid_curve": log["valid_curve"],
+        "train_cpu_seconds": clock["cpu_seconds"],
+        "train_valid_seconds": clock["valid_seconds"],
+        "stop_reason": stop_reason(log, runs),
+        "valid_curve": curve,
         "best_valid_loss": best["loss"],
         "best_valid_nll_loss": best["nll_loss"],
         "best_valid_updates": best["updates"],
+        "best_valid_epoch": best["epoch"],
+        "best_valid_wall_seconds": best.get("wall_seconds"),
+        "best_dev_bleu": best_bleu["bleu"] if best_bleu else None,
+        "best_dev_bleu_updates": best_bleu["updates"] if best_bleu else None,
     }

@@ -18,12 +18,16 @@ from benchmarks.decoding import decode
 from benchmarks.fairseq_runner import query_registry
 from benchmarks.progress import estimate_remaining, eta_text, fmt_duration, say
 from benchmarks.slots import resolve_slots
+from benchmarks.stopping import first_reach
 from benchmarks.training import train
 
 # settings that may change between runs into one --out (decoding, execution, reporting)
 NOT_TRAINING = ("out", "directions", "models", "python", "no_plots", "generate_args", "beam",
                 "lenpen", "tune_lenpen", "lenpen_grid", "tune_eos_penalty", "eos_penalty_grid", "gen_batch_size",
-                "threads", "num_workers", "log_interval")
+                "threads", "num_workers", "log_interval", "length_choice")
+# training settings added later: recorded only when not at their default, so that an output directory
+# made before they existed resumes (its benchmark.json does not name them)
+LATER_TRAINING = {"patience": 0, "dev_bleu": False, "dev_bleu_beam": 1}
 
 
 class Benchmark:
@@ -79,7 +83,10 @@ class Benchmark:
         """One output directory, one benchmark: refuse to resume with other training settings."""
         os.makedirs(self.out, exist_ok=True)
         path = os.path.join(self.out, "benchmark.json")
-        cfg = {k: v for k, v in vars(self.args).items() if k not in NOT_TRAINING}
+        cfg = {k: v for k, v in vars(self.args).items() if k not in NOT_TRAINING
+               and not (k in LATER_TRAINING and v == LATER_TRAINING[k])}
+        if not getattr(self.args, "dev_bleu", False):
+            cfg.pop("dev_bleu_beam", None)
         cfg["data_config"] = self.prep["config"]
         if os.path.exists(path):
             old = read_json(path)
@@ -130,7 +137,7 @@ class Benchmark:
                    "checkpoint": os.path.relpath(done["checkpoint"], self.out),
                    "checkpoint_selection": done["checkpoint_selection"],
                    "lenpen": done.get("lenpen", self.args.lenpen), "eos_penalty": done.get("eos_penalty", 0.0),
-                   "lenpen_dev": done.get("lenpen_dev"),
+                   "lenpen_dev": done.get("lenpen_dev"), "length_choice": done.get("length_choice"),
                    **{k: done[k] for k in ("decode_sentences", "decode_tokens", "decode_seconds",
                                            "decode_sentences_per_second", "decode_tokens_per_second",
                                            "peak_decode_rss_bytes", "peak_decode_cuda_bytes")},
@@ -144,16 +151,23 @@ class Benchmark:
         return results
 
     def budget_text(self):
+        """What every table states: "converged (patience P ...)" with its bound, or the budget."""
         a = self.args
         parts = []
         if a.max_update:
             parts.append(f"{a.max_update} updates")
         if a.budget_minutes:
             parts.append(f"{a.budget_minutes:g} minutes")
-        return " or ".join(parts)
+        bound = " or ".join(parts)
+        if getattr(a, "patience", 0):
+            return (f"converged (patience {a.patience}: stopped after {a.patience} validations in a row without a "
+                    f"lower validation loss), at most {bound}")
+        return bound
 
     def write_outputs(self, results, partial):
         a = self.args
+        for rows in results.values():
+            add_time_to_quality(rows)
         doc = {
             "complete": not partial,
             "created": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -165,6 +179,26 @@ class Benchmark:
             "results": results,
         }
         report.write_outputs(doc, self.out, plots=not a.no_plots)
+
+
+def add_time_to_quality(rows, reference="transformer"):
+    """Per row: the training wall clock (validations excluded) at the first validation that reaches the best dev
+    score of the ``reference`` slot (``time_to_reference_best_seconds``, None when never reached).  The dev
+    score is the per-validation dev BLEU where every row has one (``--dev-bleu``), else the validation NLL
+    (comparable across criteria; the loss is not)."""
+    ref = next((r for r in rows if r["slot"] == reference), None)
+    if ref is None:
+        return
+    use_bleu = all(r.get("best_dev_bleu") is not None for r in rows)
+    key, maximize = ("bleu", True) if use_bleu else ("nll_loss", False)
+    values = [p[key] for p in ref["valid_curve"] if p.get(key) is not None]
+    if not values:
+        return
+    target = max(values) if maximize else min(values)
+    for r in rows:
+        upd, secs = first_reach(r["valid_curve"], key, target, maximize)
+        r["time_to_quality"] = {"reference": reference, "metric": "dev BLEU" if use_bleu else "valid nll",
+                                "target": target, "updates": upd, "train_wall_seconds": secs}
 
 
 def run_seeds(args, seeds):

@@ -10,6 +10,16 @@ wins (ties: the smallest |penalty|, then the lenpen nearest 1.0).
 
 :func:`tune` is ``scripts/tune_lenpen.py``'s work; :func:`choose_for_benchmark` the translation benchmark's
 ``--tune-lenpen`` / ``--tune-eos-penalty`` stage (cached in the job directory).
+
+**Choices that transfer** (``halves``: ``tune_lenpen.py --confirm-halves``, the benchmark's ``--length-choice
+halves``, the default of ``examples/multi30k/run.sh``).  A choice made on the whole dev set can fit dev and lose
+on unseen data (issue 26: on held-out Flickr sets the dev-chosen pair lowered BLEU and raised TER).  So the dev
+set is split deterministically by line: the *choose* half is the even lines (0, 2, 4, ... counted from 0), the
+*confirm* half the odd lines.  The grid's best pair by BLEU on the choose half (ties as above) is the candidate;
+the stock search S = (EOS penalty 0, lenpen 1.0), added to the grid when missing, is the reference.  The
+candidate C is **adopted** only if C differs from S and, on the confirm half (corpus-level sacrebleu over the
+odd lines), BLEU(C) > BLEU(S) strictly and TER(C) <= TER(S); otherwise the stock search is kept
+(:func:`decide`).  The same beam searches serve both halves: nothing is decoded twice.
 """
 import argparse
 import os
@@ -23,7 +33,16 @@ from benchmarks.logs import parse_nbest
 from benchmarks.progress import say
 from benchmarks.scoring import score
 
-__all__ = ["parse_nbest", "rerank", "decode_nbest", "tune", "chosen_row", "markdown_table", "choose_for_benchmark"]
+__all__ = ["parse_nbest", "rerank", "decode_nbest", "tune", "chosen_row", "markdown_table", "choose_for_benchmark",
+           "split_halves", "tune_halves", "decide", "decision_text", "STOCK"]
+
+STOCK = (0.0, 1.0)  # (EOS penalty, lenpen) of fairseq's stock search
+METRICS = ("bleu", "ter", "chrf", "length_ratio")
+
+
+def split_halves(items):
+    """(choose half, confirm half): the even and the odd lines (0-based), in order."""
+    return items[0::2], items[1::2]
 
 
 def rerank(nbest, lenpen_used, lenpen):
@@ -75,42 +94,122 @@ def tune(opts):
     return rows, best["lenpen"], len(refs)
 
 
+def tune_halves(opts):
+    """The grid scored on both halves of the dev set (module docstring): (rows, decision, number of sentences).
+
+    Each row has the pair, ``choose`` / ``confirm`` (scores on each half) and the scores on the whole set; the
+    stock pair is always in the grid.  ``decision`` is :func:`decide`'s."""
+    refs = read_lines(os.path.join(opts.data, opts.prep["references"][opts.subset][opts.direction.split("-")[1]]))
+    if len(refs) < 2:
+        raise SystemExit(f"tune_lenpen.py: {opts.subset} has {len(refs)} sentence(s): too few to split in halves")
+    eos_grid = list(getattr(opts, "eos_penalty", None) or [0.0])
+    lenpens = list(opts.lenpen)
+    if STOCK[0] not in eos_grid:
+        eos_grid.insert(0, STOCK[0])
+    if STOCK[1] not in lenpens:
+        lenpens.append(STOCK[1])
+    ref_c, ref_h = split_halves(refs)
+    rows = []
+    for eos_penalty in eos_grid:
+        with tempfile.TemporaryDirectory() as tmp:
+            nbest = parse_nbest(decode_nbest(opts, tmp, eos_penalty), len(refs))
+        for lp in lenpens:
+            hyps = rerank(nbest, 1.0, lp)
+            hyp_c, hyp_h = split_halves(hyps)
+            full, c, h = score(hyps, refs), score(hyp_c, ref_c), score(hyp_h, ref_h)
+            rows.append({"eos_penalty": eos_penalty, "lenpen": lp, **{m: full[m] for m in METRICS},
+                         "choose": {m: c[m] for m in METRICS}, "confirm": {m: h[m] for m in METRICS}})
+    return rows, decide(rows), len(refs)
+
+
+def decide(rows):
+    """The rule of the module docstring over rows with ``choose`` / ``confirm`` scores: marks the candidate
+    (``candidate``) and the adopted row (``chosen``) and returns the decision record."""
+    cand = max(rows, key=lambda r: (round(r["choose"]["bleu"], 6), -abs(r["eos_penalty"]), -abs(r["lenpen"] - 1.0)))
+    stock = next(r for r in rows if (r["eos_penalty"], r["lenpen"]) == STOCK)
+    is_stock = cand is stock
+    better = cand["confirm"]["bleu"] > stock["confirm"]["bleu"]
+    ter_ok = cand["confirm"]["ter"] <= stock["confirm"]["ter"]
+    adopted = (not is_stock) and better and ter_ok
+    cand["candidate"] = True
+    (cand if adopted else stock)["chosen"] = True
+    if is_stock:
+        why = "the stock search is also the best on the choose half"
+    elif adopted:
+        why = "confirmed on the held-out half: higher BLEU, TER not worse"
+    else:
+        why = ("not confirmed on the held-out half: " + ("BLEU not higher" if not better else "")
+               + (", " if not better and not ter_ok else "") + ("TER worse" if not ter_ok else ""))
+    return {"rule": "choose on even dev lines by BLEU; adopt if on odd lines BLEU > stock's and TER <= stock's",
+            "candidate": {"eos_penalty": cand["eos_penalty"], "lenpen": cand["lenpen"],
+                          "choose": cand["choose"], "confirm": cand["confirm"]},
+            "stock": {"eos_penalty": STOCK[0], "lenpen": STOCK[1], "choose": stock["choose"],
+                      "confirm": stock["confirm"]},
+            "adopted": adopted, "reason": why}
+
+
+def decision_text(d):
+    c, s = d["candidate"], d["stock"]
+    return (f"candidate eos-penalty {c['eos_penalty']:g} lenpen {c['lenpen']:g} (choose half BLEU "
+            f"{c['choose']['bleu']:.2f}; held-out half BLEU {c['confirm']['bleu']:.2f} TER {c['confirm']['ter']:.2f})"
+            f" against stock (held-out half BLEU {s['confirm']['bleu']:.2f} TER {s['confirm']['ter']:.2f}): "
+            f"{'adopted' if d['adopted'] else 'stock search kept'}, {d['reason']}")
+
+
 def chosen_row(rows):
     return next(r for r in rows if r.get("chosen"))
 
 
-def markdown_table(opts, rows, n, joint):
-    """The table ``scripts/tune_lenpen.py`` prints: one row per (EOS penalty,) lenpen, the chosen one marked."""
+def markdown_table(opts, rows, n, joint, decision=None):
+    """The table ``scripts/tune_lenpen.py`` prints: one row per (EOS penalty,) lenpen, the chosen one marked;
+    with a ``decision`` (halves) also the scores on the choose and the held-out half."""
     best = chosen_row(rows)
-    head = "| eos penalty | lenpen | BLEU | TER | chrF | len ratio |" if joint else \
-        "| lenpen | BLEU | TER | chrF | len ratio |"
-    lines = [f"checkpoint `{opts.checkpoint}`, {opts.subset} ({n} sentences), beam {opts.beam}; chosen by "
-             f"{opts.metric}", "", head, "|---:" * head.count("|", 1) + "|"]
+    halves = decision is not None
+    head = ("| eos penalty | lenpen | BLEU | TER | chrF | len ratio |" if joint else
+            "| lenpen | BLEU | TER | chrF | len ratio |")
+    if halves:
+        head += " choose-half BLEU | choose-half TER | held-out BLEU | held-out TER |"
+    how = ("candidate by BLEU on the even lines, kept only if better on the odd lines "
+           "(BLEU higher, TER not worse) than the stock search" if halves else f"chosen by {opts.metric}")
+    lines = [f"checkpoint `{opts.checkpoint}`, {opts.subset} ({n} sentences), beam {opts.beam}; {how}", "", head,
+             "|---:" * head.count("|", 1) + "|"]
     for r in rows:
         mark = " **(chosen)**" if r is best else ""
+        if halves and r.get("candidate") and r is not best:
+            mark = " (candidate, rejected)"
         pen = f"{r['eos_penalty']:g} | " if joint else ""
-        lines.append(f"| {pen}{r['lenpen']:g}{mark} | {r['bleu']:.2f} | {r['ter']:.2f} | {r['chrf']:.2f} | "
-                     f"{r['length_ratio']:.3f} |")
+        line = (f"| {pen}{r['lenpen']:g}{mark} | {r['bleu']:.2f} | {r['ter']:.2f} | {r['chrf']:.2f} | "
+                f"{r['length_ratio']:.3f} |")
+        if halves:
+            line += (f" {r['choose']['bleu']:.2f} | {r['choose']['ter']:.2f} | {r['confirm']['bleu']:.2f} | "
+                     f"{r['confirm']['ter']:.2f} |")
+        lines.append(line)
+    if halves:
+        lines += ["", decision_text(decision)]
     return "\n".join(lines) + "\n"
 
 
 def choose_for_benchmark(bench, direction, slot, ckpt, pos):
     """``--tune-lenpen`` / ``--tune-eos-penalty``: the (lenpen, EOS penalty) of the best dev BLEU (one n-best
-    beam search of valid per EOS penalty, re-ranked: :func:`tune`) and the dev rows; ``(--lenpen, 0, None)``
-    without them.  ``bench`` is the running ``benchmarks.translation.Benchmark``."""
+    beam search of valid per EOS penalty, re-ranked: :func:`tune`), the dev rows and None; with
+    ``--length-choice halves`` the pair :func:`decide` keeps, the rows and the decision;
+    ``(--lenpen, 0, None, None)`` without a grid.  ``bench`` is the running ``benchmarks.translation.Benchmark``."""
     a = bench.args
     if not (a.lenpen_grid or a.eos_penalty_grid):
-        return a.lenpen, 0.0, None
+        return a.lenpen, 0.0, None, None
+    halves = getattr(a, "length_choice", "dev") == "halves"
     jdir = bench.job_dir(direction, slot)
     path = os.path.join(jdir, "lenpen.json")
     key = {"checkpoint": ckpt, "grid": a.tune_lenpen, "beam": a.beam, "generate_args": a.generate_args}
+    if halves:
+        key["length_choice"] = "halves"
     if a.eos_penalty_grid:
         key["eos_penalty_grid"] = a.eos_penalty_grid
         if not a.lenpen_grid:
             key["lenpen"] = a.lenpen
     if os.path.exists(path) and read_json(path)["key"] == key:
         doc = read_json(path)
-        return doc["lenpen"], doc.get("eos_penalty", 0.0), doc["rows"]
+        return doc["lenpen"], doc.get("eos_penalty", 0.0), doc["rows"], doc.get("decision")
     eos_grid = a.eos_penalty_grid or [0.0]
     lenpens = a.lenpen_grid or [a.lenpen]
     say(f"[{pos}] {direction} {slot}: choosing lenpen {lenpens} x EOS penalty {eos_grid} on valid "
@@ -119,7 +218,13 @@ def choose_for_benchmark(bench, direction, slot, ckpt, pos):
                               direction=direction, beam=a.beam, batch_size=a.gen_batch_size,
                               generate_args=a.generate_args, threads=a.threads or 1, python=bench.python,
                               lenpen=lenpens, eos_penalty=eos_grid, metric="bleu")
-    rows, chosen, _ = tune(opts)
+    decision = None
+    if halves:
+        rows, decision, _ = tune_halves(opts)
+        chosen = chosen_row(rows)["lenpen"]
+        say(f"[{pos}] {direction} {slot}: {decision_text(decision)}")
+    else:
+        rows, chosen, _ = tune(opts)
     eos_penalty = chosen_row(rows)["eos_penalty"]
-    write_json(path, {"key": key, "lenpen": chosen, "eos_penalty": eos_penalty, "rows": rows})
-    return chosen, eos_penalty, rows
+    write_json(path, {"key": key, "lenpen": chosen, "eos_penalty": eos_penalty, "rows": rows, "decision": decision})
+    return chosen, eos_penalty, rows, decision

@@ -13,6 +13,13 @@ each child's log is kept in ``OUT/NAME.train.log``. Writes ``OUT/results.json`` 
 
     python scripts/bench_lm.py --raw RAW --bin BIN --out OUT [--models kn5,lstm,transformer,hmm-4k,...] [--epochs 4]
 
+Early stopping: ``--patience P`` stops a model after P validations (here: epochs) in a row without a lower
+dev loss (fairseq's ``--patience``), with ``--epochs`` / ``--max-epoch`` and ``--stop-minutes`` as the bound;
+the table then says "converged (patience P)" and reports per model the epoch and update it stopped at and why,
+its best dev loss and epoch, the training wall clock and CPU time (``scripts/fairseq_instrumented.py``).
+Interrupting is safe: the same command resumes a model from its ``checkpoint_last.pt`` (and stops at the same
+epoch), skips models already trained and refuses to mix command lines in one ``--out``.
+
 ``RAW`` holds {train,valid,test}.txt and the Brown cluster files (``examples/wsj_lm/prepare.py``), ``BIN`` the
 ``fairseq-preprocess --only-source`` directory of the same text. ``--list`` prints the model names.
 """
@@ -27,6 +34,8 @@ from tqdm import tqdm
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run from a checkout: this checkout's package
     sys.path.insert(0, ROOT)
+from benchmarks.common import BenchmarkError  # noqa: E402
+from benchmarks.fairseq_runner import interrupt_on_sigterm  # noqa: E402
 from benchmarks.lm import DEFAULT, MODELS, kn5, run_fairseq  # noqa: E402
 from hmm_nmt_io import atomic_write  # noqa: E402
 
@@ -37,7 +46,11 @@ def main(argv=None):
     ap.add_argument("--bin", help="fairseq-preprocess --only-source output of the same text")
     ap.add_argument("--out", help="output directory (logs, checkpoints, results.json)")
     ap.add_argument("--models", default=DEFAULT, help=f"comma-separated (default {DEFAULT})")
-    ap.add_argument("--epochs", type=int, default=4)
+    ap.add_argument("--epochs", "--max-epoch", dest="epochs", type=int, default=4,
+                    help="upper bound on the epochs of every model (fairseq --max-epoch)")
+    ap.add_argument("--patience", type=int, default=0,
+                    help="stop a model after P validations (one per epoch) in a row without a lower dev loss "
+                         "(fairseq --patience; 0: train to the bound)")
     ap.add_argument("--max-tokens", type=int, default=4096)
     ap.add_argument("--lr", type=float, default=0.003)
     ap.add_argument("--seed", type=int, default=1)
@@ -65,25 +78,57 @@ def main(argv=None):
                PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     results_path = os.path.join(opts.out, "results.json")
     results = json.load(open(results_path)) if os.path.isfile(results_path) else {}
-    for name in tqdm(names, desc="models"):
-        t0 = time.time()
-        if name == "kn5":
-            dev, test, entries, secs = kn5(opts.raw)
-            res = {"dev_ppl": dev, "test_ppl": test, "params": entries, "s_per_epoch": None, "peak_rss_mb": None,
-                   "note": "NLTK KneserNeyInterpolated order 5, discount 0.75; params = stored n-gram entries"}
-        else:
-            res = run_fairseq(name, MODELS[name], opts, env)
-        res["wall_s"] = time.time() - t0
-        results[name] = res
-        atomic_write(results_path, json.dumps(results, indent=1))
-        tqdm.write(f"{name}: {json.dumps(res)}")
-    print("\n| model | params | dev ppl | test ppl | s/epoch | peak RSS MB |\n| --- | --- | --- | --- | --- | --- |")
+    if opts.patience < 0 or opts.epochs < 1:
+        ap.error("--patience must be >= 0 and --epochs >= 1")
+    interrupt_on_sigterm()
+    try:
+        for name in tqdm(names, desc="models"):
+            t0 = time.time()
+            if name == "kn5":
+                dev, test, entries, secs = kn5(opts.raw)
+                res = {"dev_ppl": dev, "test_ppl": test, "params": entries, "s_per_epoch": None, "peak_rss_mb": None,
+                       "note": "NLTK KneserNeyInterpolated order 5, discount 0.75; params = stored n-gram entries"}
+            else:
+                res = run_fairseq(name, MODELS[name], opts, env)
+            res["wall_s"] = time.time() - t0
+            results[name] = res
+            atomic_write(results_path, json.dumps(results, indent=1))
+            tqdm.write(f"{name}: {json.dumps(res)}")
+    except BenchmarkError as e:
+        print(f"bench_lm.py: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\nbench_lm.py: interrupted; run the same command again to resume", file=sys.stderr)
+        return 130
+    print(table(names, results, opts))
+    return 0
+
+
+def budget_text(opts):
+    bound = f"at most {opts.epochs} epochs" + (f" or {opts.stop_minutes:g} minutes" if opts.stop_minutes else "")
+    if opts.patience:
+        return (f"converged (patience {opts.patience}: stopped after {opts.patience} epochs in a row without a lower "
+                f"dev loss), {bound}")
+    return f"budget: {bound}"
+
+
+def table(names, results, opts):
+    """The markdown table: dev / test perplexity, size, speed, and where and why each model stopped."""
+    lines = [f"\n{budget_text(opts)}; wall / CPU: training processes, minutes\n",
+             "| model | params | dev ppl | test ppl | s/epoch | peak RSS MB | stopped at epoch (update) | why | "
+             "best dev epoch | train wall min | train CPU min |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name in names:
         r = results[name]
         spe = "-" if r.get("s_per_epoch") is None else f"{r['s_per_epoch']:.0f}"
         mem = "-" if r.get("peak_rss_mb") is None else f"{r['peak_rss_mb']:.0f}"
-        print(f"| {name} | {r['params']:,} | {r['dev_ppl']:.1f} | {r['test_ppl']:.1f} | {spe} | {mem} |")
+        stop = "-" if r.get("stopped_at_epoch") is None else f"{r['stopped_at_epoch']} ({r['stopped_at_update']:,})"
+        wall = "-" if r.get("train_wall_s") is None else f"{r['train_wall_s'] / 60:.1f}"
+        cpu = "-" if r.get("train_cpu_s") is None else f"{r['train_cpu_s'] / 60:.1f}"
+        lines.append(f"| {name} | {r['params']:,} | {r['dev_ppl']:.1f} | {r['test_ppl']:.1f} | {spe} | {mem} | {stop} | "
+                     f"{r.get('stop_reason', '-')} | {r.get('best_dev_epoch', '-')} | {wall} | {cpu} |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -21,6 +21,13 @@ curve.  ``results.json``, ``results.md`` and PNG plots (validation loss vs updat
 writes ``summary.json`` / ``summary.md`` to ``--out``: per model the per-seed values and their mean and sample
 standard deviation (``benchmarks/seeds.py``).
 
+``--patience P`` stops each model after P validations in a row without a lower validation loss (fairseq's
+``--patience``, resumable: ``scripts/fairseq_instrumented.py``), with ``--max-update`` / ``--budget-minutes`` as
+the bound; every model's stop update, reason, best validation, wall clock and CPU time, and the wall clock to
+first reach the transformer's best dev score (``--dev-bleu``: dev BLEU per validation; else the validation NLL)
+go to the report.  ``--length-choice halves`` chooses lenpen / EOS penalty on half the dev set and keeps it
+only if the other half confirms it (``benchmarks/tuning.py``).
+
 Interrupting is safe: a rerun with the same arguments resumes training from ``checkpoint_last.pt`` and skips
 every stage already done; a rerun with different training settings refuses to mix them.  On a CUDA machine
 the same command trains on the GPU (fairseq's default); ``--fp16`` is passed through to train and generate.
@@ -85,6 +92,15 @@ def get_parser():
     g.add_argument("--seeds", default="",
                    help="comma-separated seeds, e.g. 1,2: one benchmark per seed in OUT/seed-N, then mean and "
                         "spread over seeds in OUT/summary.md and summary.json (overrides --seed)")
+    g.add_argument("--patience", type=int, default=0,
+                   help="early stopping: stop a model after P validations in a row without a lower validation loss "
+                        "(fairseq's --patience; it counts validations, i.e. every --validate-interval-updates and "
+                        "every epoch end, not epochs); --max-update / --budget-minutes stay the upper bound "
+                        "(0: no early stopping)")
+    g.add_argument("--dev-bleu", action="store_true",
+                   help="also compute dev BLEU at every validation (fairseq's --eval-bleu, stock search with "
+                        "--dev-bleu-beam) for the time-to-quality column; costs one dev decode per validation")
+    g.add_argument("--dev-bleu-beam", type=int, default=1, help="beam of --dev-bleu's decode (1: greedy, cheap)")
     g.add_argument("--validate-interval-updates", type=int, default=0,
                    help="validate and save every N updates besides every epoch (0: every epoch only)")
     g.add_argument("--average-best", type=int, default=1,
@@ -101,6 +117,11 @@ def get_parser():
                    help="also choose an EOS penalty on valid (--task translation_eos_penalty: it lengthens the "
                         "search itself, which lenpen cannot), jointly with --tune-lenpen's grid, e.g. 0,1,2,3,4 "
                         "(one n-best search per value)")
+    g.add_argument("--length-choice", choices=["dev", "halves"], default="dev",
+                   help="how --tune-lenpen / --tune-eos-penalty choose: 'dev' the best pair on the whole dev set; "
+                        "'halves' the best on the even dev lines, kept only if on the odd lines it beats the stock "
+                        "search (lenpen 1, no EOS penalty) in BLEU with TER not worse, else the stock search; the "
+                        "test set is then decoded with both (benchmarks/tuning.py)")
     g.add_argument("--gen-batch-size", type=int, default=128)
     g.add_argument("--generate-args", default="", help="extra fairseq-generate arguments")
     g = p.add_argument_group("execution")
@@ -115,8 +136,8 @@ def get_parser():
 def main(argv=None):
     args = get_parser().parse_args(argv)
     for name in ("max_update", "max_tokens", "embed_dim", "ffn_dim", "layers", "heads", "beam", "gen_batch_size",
-                 "average_best", "log_interval"):
-        if getattr(args, name) < (0 if name == "max_update" else 1):
+                 "average_best", "log_interval", "patience", "dev_bleu_beam"):
+        if getattr(args, name) < (0 if name in ("max_update", "patience") else 1):
             print(f"benchmark_translation.py: error: --{name.replace('_', '-')} must be positive", file=sys.stderr)
             return 2
     if args.budget_minutes < 0 or args.threads < 0 or args.num_workers < 0:

@@ -13,7 +13,19 @@ writes STATS.json (atomically, every few seconds and at exit) with
   ``fairseq.trainer.Trainer.train_step``: the wall time of the optimisation steps alone (no validation, no
   checkpoint writing, no start-up) and the number of target tokens they consumed (the ``ntokens`` of the
   samples, what fairseq calls words per batch).  A step is timed after a CUDA synchronisation so that
-  asynchronous kernels are charged to it.
+  asynchronous kernels are charged to it;
+* ``cpu_seconds``: CPU time (user + system) of this process and its reaped children, so far;
+* for ``train``: ``validations``, one record per validation (``updates``, ``epoch``, ``value`` of the
+  ``--best-checkpoint-metric``, ``elapsed_s``: wall seconds since this process started, when the validation
+  began, ``cpu_s``, ``valid_seconds``: how long it took, ``valid_seconds_before``: the validations' seconds
+  before it), ``valid_seconds`` (all validations), and ``stop_reason`` ``"patience"`` when fairseq's
+  ``--patience`` stopped the run.
+
+Early stopping resumes exactly: fairseq 0.12 keeps its ``--patience`` counter (the best value and the number
+of validations without improvement since, ``fairseq_cli.train.should_stop_early``) in function attributes
+only, so a resumed run would start counting afresh and stop later than an uninterrupted one.  The wrapper
+stores the counter in every checkpoint's ``extra_state`` (``hmm_nmt_patience``) and restores it when
+fairseq loads a checkpoint, so a run resumed from ``checkpoint_last.pt`` stops at the same validation.
 
 Stats of an interrupted run survive up to the last periodic write, so a benchmark that resumes training
 from a checkpoint can add up the measured steps of every run.
@@ -49,6 +61,7 @@ class _Stats:
             "exit_code": None,
             "max_rss_bytes": None,
             "cuda_max_allocated_bytes": None,
+            "cpu_seconds": None,
             "train_step_seconds": 0.0,
             "train_tokens": 0,
             "updates": 0,
@@ -63,6 +76,7 @@ class _Stats:
         self.data["updated"] = now
         self.data["max_rss_bytes"] = _max_rss_bytes()
         self.data["cuda_max_allocated_bytes"] = _cuda_max_allocated()
+        self.data["cpu_seconds"] = _cpu_seconds()
         atomic_write(self.path, json.dumps(self.data, indent=1))
 
 
@@ -72,6 +86,12 @@ def _max_rss_bytes():
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # e.g. data loader workers
     return int(max(own, children) * scale)
+
+
+def _cpu_seconds():
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def _cuda_max_allocated():
@@ -110,6 +130,59 @@ def _instrument_train_step(stats):
     Trainer.train_step = train_step
 
 
+PATIENCE_KEY = "hmm_nmt_patience"
+
+
+def _instrument_validation_and_patience(stats):
+    """Record every validation, and make fairseq's --patience counter survive a resume (module docstring)."""
+    from fairseq.trainer import Trainer
+    from fairseq_cli import train as train_cli
+
+    stats.data.update(validations=[], valid_seconds=0.0, stop_reason=None)
+    original_validate = train_cli.validate
+    original_stop = train_cli.should_stop_early
+    original_save, original_load = Trainer.save_checkpoint, Trainer.load_checkpoint
+
+    def validate(cfg, trainer, task, epoch_itr, subsets, *args, **kwargs):
+        t0 = time.time()
+        rec = {"updates": trainer.get_num_updates(), "epoch": epoch_itr.epoch,
+               "elapsed_s": t0 - stats.data["started"], "cpu_s": _cpu_seconds(),
+               "valid_seconds_before": stats.data["valid_seconds"]}
+        out = original_validate(cfg, trainer, task, epoch_itr, subsets, *args, **kwargs)
+        rec["valid_seconds"] = time.time() - t0
+        rec["value"] = None if not out or out[0] is None else float(out[0])
+        stats.data["valid_seconds"] += rec["valid_seconds"]
+        stats.data["validations"].append(rec)
+        stats.write(force=True)
+        return out
+
+    def should_stop_early(cfg, valid_loss):
+        stop = original_stop(cfg, valid_loss)
+        if stop:
+            stats.data["stop_reason"] = "patience"
+            stats.write(force=True)
+        return stop
+
+    def save_checkpoint(self, filename, extra_state):
+        counter = train_cli.should_stop_early  # the original keeps its state on whatever the module name holds
+        if hasattr(counter, "best"):
+            extra_state = dict(extra_state, **{PATIENCE_KEY: {"best": counter.best,
+                                                              "num_runs": getattr(counter, "num_runs", 0)}})
+        return original_save(self, filename, extra_state)
+
+    def load_checkpoint(self, *args, **kwargs):
+        extra_state = original_load(self, *args, **kwargs)
+        saved = (extra_state or {}).get(PATIENCE_KEY)
+        if saved is not None:
+            train_cli.should_stop_early.best = saved["best"]
+            train_cli.should_stop_early.num_runs = saved["num_runs"]
+        return extra_state
+
+    train_cli.validate = validate
+    train_cli.should_stop_early = should_stop_early
+    Trainer.save_checkpoint, Trainer.load_checkpoint = save_checkpoint, load_checkpoint
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) < 3 or argv[0] not in TOOLS or argv[2] != "--":
@@ -129,6 +202,7 @@ def main(argv=None):
         from fairseq_cli import train as module
 
         _instrument_train_step(stats)
+        _instrument_validation_and_patience(stats)
     else:
         from fairseq_cli import generate as module
     sys.argv = [f"fairseq-{tool}"] + tool_args

@@ -15,6 +15,11 @@ Lenpen cannot lengthen the output of a model that ends too early: it only re-ord
 ``--eos-penalty`` values (``--task translation_eos_penalty``, hmm_nmt/tasks/translation_eos_penalty.py) change
 the search itself, so each costs one decode; the lenpen grid is re-ranked within each, and the best pair wins
 (ties: the smallest |penalty|, then the lenpen nearest 1.0).
+
+``--confirm-halves``: a choice that transfers.  The candidate is the best pair by BLEU on the even lines
+(0, 2, 4, ...) of the subset; it is kept only if on the odd lines its BLEU is higher than the stock search's
+(lenpen 1.0, EOS penalty 0, added to the grid when missing) and its TER not worse; otherwise the stock search
+is printed.  The same searches serve both halves.
 """
 import argparse
 import json
@@ -27,7 +32,7 @@ if ROOT not in sys.path:  # run from a checkout: this checkout's package
     sys.path.insert(0, ROOT)
 
 from benchmarks.common import atomic_write, read_json  # noqa: E402
-from benchmarks.tuning import chosen_row, markdown_table, tune  # noqa: E402
+from benchmarks.tuning import chosen_row, markdown_table, tune, tune_halves  # noqa: E402
 
 
 def get_parser():
@@ -47,6 +52,10 @@ def get_parser():
                     help="extra fairseq-generate arguments (default: those of examples/multi30k/run.sh)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--confirm-halves", action="store_true",
+                    help="choose by BLEU on the even lines of --subset and keep the choice only if, on the odd lines, "
+                         "its BLEU is higher than the stock search's (lenpen 1, no EOS penalty) and its TER not "
+                         "worse; otherwise the stock search (benchmarks/tuning.py)")
     ap.add_argument("--out", help="write OUT.md and OUT.json")
     return ap
 
@@ -71,16 +80,22 @@ def main(argv=None):
     joint = opts.eos_penalty != [0.0]
     print(f"tune_lenpen.py: {len(opts.eos_penalty)} beam search(es) (beam {opts.beam}, {opts.beam}-best) of "
           f"{opts.subset}", file=sys.stderr, flush=True)
-    rows, chosen, n = tune(opts)
+    decision = None
+    if opts.confirm_halves:
+        rows, decision, n = tune_halves(opts)
+        chosen = chosen_row(rows)["lenpen"]
+    else:
+        rows, chosen, n = tune(opts)
     best = chosen_row(rows)
-    table = markdown_table(opts, rows, n, joint)
+    table = markdown_table(opts, rows, n, joint, decision)
     sys.stdout.write(table)
     print((f"eos-penalty {best['eos_penalty']:g} " if joint else "") + f"lenpen {chosen:g}")
     if opts.out:
         atomic_write(opts.out + ".md", table)
         atomic_write(opts.out + ".json", json.dumps({"checkpoint": opts.checkpoint, "subset": opts.subset,
-                                                     "metric": opts.metric, "rows": rows, "lenpen": chosen,
-                                                     "eos_penalty": best["eos_penalty"]},
+                                                     "metric": "bleu" if decision else opts.metric, "rows": rows,
+                                                     "lenpen": chosen, "eos_penalty": best["eos_penalty"],
+                                                     "decision": decision},
                                                     indent=1))
 
 

@@ -129,7 +129,14 @@ def test_prepare_official_layout_download_cased_sentencepiece(tmp_path):
 
 # --------------------------------------------------------------------------------------------- benchmark
 def _table_rows(md):
-    rows = [line for line in md.splitlines() if line.startswith("|")]
+    """The first table of ``md`` (results.md has the results table first, then training and length tables)."""
+    lines = md.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    rows = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        rows.append(line)
     header = [c.strip() for c in rows[0].strip("|").split("|")]
     body = [[c.strip() for c in r.strip("|").split("|")] for r in rows[2:]]
     return header, body
