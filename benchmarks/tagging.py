@@ -17,6 +17,7 @@ import torch
 from fairseq import options, tasks, utils
 
 import hmm_nmt  # noqa: F401  (registration)
+from benchmarks.stopping import Patience
 from hmm_nmt.criterions.tagging_cross_entropy import decode_tags
 from hmm_nmt.data.entity_eval import count_invalid, entity_scores
 
@@ -84,7 +85,8 @@ def train_and_evaluate(args, seed, epochs, lr, batch_size=32, progress=None, tas
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=lr)
     n_tok, train_time, loss_val = 0, 0.0, float("nan")
-    best, best_state, best_epoch, epochs_run = None, None, epochs, 0
+    stopper = Patience(patience, maximize=True) if patience is not None else None
+    best_state, epochs_run = None, 0
     for epoch in range(1, epochs + 1):
         model.train()
         itr = task.get_batch_iterator(task.dataset("train"), max_sentences=batch_size, seed=seed,
@@ -104,12 +106,11 @@ def train_and_evaluate(args, seed, epochs, lr, batch_size=32, progress=None, tas
         epochs_run = epoch
         if progress is not None:
             progress(epoch, loss_val)
-        if patience is not None:
-            score = evaluate_full(model, task, decoding=decoding)[metric]
-            if best is None or score > best:
-                best, best_epoch = score, epoch
+        if stopper is not None:
+            stop = stopper.step(evaluate_full(model, task, decoding=decoding)[metric], epoch)
+            if stopper.best_step == epoch:
                 best_state = copy.deepcopy(model.state_dict())
-            elif epoch - best_epoch >= patience:
+            if stop:
                 break
     if best_state is not None:
         model.load_state_dict(best_state)
@@ -118,5 +119,5 @@ def train_and_evaluate(args, seed, epochs, lr, batch_size=32, progress=None, tas
         "accuracy": res["accuracy"], "chunk_f1": res["chunk_f1"], "invalid": res["invalid"],
         "train_tok_s": n_tok / max(train_time, 1e-9), "tag_tok_s": res["tag_tok_s"],
         "params": sum(p.numel() for p in params), "seconds": train_time, "final_loss": loss_val,
-        "epochs_run": epochs_run, "best_epoch": best_epoch,
+        "epochs_run": epochs_run, "best_epoch": stopper.best_step if stopper is not None else epochs_run,
     }

@@ -279,3 +279,13 @@ def test_cli_rejects_malformed_training_file(tmp_path, monkeypatch):
     with pytest.raises(CoNLLFormatError, match=r"train\.txt:5: expected 3 columns, found 2"):
         fairseq_train.cli_main()
     assert not (tmp_path / "ck" / "checkpoint_last.pt").exists()
+
+
+def test_early_stopping_on_a_flat_dev_curve_keeps_the_best_epoch(tmp_path):
+    """lr 0: the dev score never improves after epoch 1, so patience 2 stops at epoch 3 and keeps epoch 1."""
+    train = conll_sample(str(tmp_path / "train.txt"), 60)
+    args, task = task_for(tmp_path, train, "bilstm_tagger", ["--embed-dim", "8", "--hidden-size", "4"])
+    res = train_and_evaluate(args, seed=1, epochs=10, lr=0.0, task=task, patience=2, metric="accuracy")
+    assert res["epochs_run"] == 3 and res["best_epoch"] == 1
+    full = train_and_evaluate(args, seed=1, epochs=2, lr=0.0, task=task)
+    assert full["epochs_run"] == 2 and full["best_epoch"] == 2 and full["accuracy"] == res["accuracy"]
