@@ -176,6 +176,15 @@ def test_run_sh_end_to_end_tiny(tmp_path):
     results = (work / "results.md").read_text()
     assert results == p.stdout
     assert "transformer_dhmm, first order" in results and "sentences/s" in results
-    # every run resumes: a second call retrains nothing and prints the same table
-    p2 = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=120)
-    assert p2.returncode == 0 and p2.stdout == p.stdout and "training" not in p2.stderr
+    # every run resumes: a second call retrains nothing; with the baselines on it adds eflomal and fast_align
+    # (the baselines extra) on the same normalized text, or says they are missing and prints the same table
+    cmd[cmd.index("none")] = "eflomal,fast_align"
+    p2 = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=300)
+    assert p2.returncode == 0 and "] training " not in p2.stderr, p2.stderr[-3000:]
+    if importlib.util.find_spec("eflomal") and importlib.util.find_spec("systran_align"):
+        rows = [line for line in p2.stdout.splitlines() if line.startswith("| eflomal") or line.startswith("| fast")]
+        assert [r.split()[1] for r in rows] == ["eflomal.fwd", "eflomal.rev", "eflomal.grow-diag-final-and",
+                                               "fast_align.sym"]
+        assert (al / "baselines" / "eflomal.grow-diag-final-and.align").exists()
+    else:
+        assert "not installed" in p2.stderr and p2.stdout == p.stdout

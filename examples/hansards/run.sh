@@ -178,7 +178,7 @@ done
 
 # ------------------------------------------------------------------------------------------- 5. baselines
 if [[ "$BASELINES" != none && ! -f "$AL/baselines.txt" ]]; then
-  if "$PYTHON" -c "import eflomal, systran_align" 2>/dev/null; then
+  if "$PYTHON" -c "import ${BASELINES//fast_align/systran_align}" 2>/dev/null; then
     log "eflomal and fast_align on the training text + the test pairs"
     t0=$SECONDS
     "$PYTHON" -m alignment.baselines "$DATA/test.en" "$DATA/test.fr" "$DATA/test.gold" --one-based \
@@ -187,7 +187,7 @@ if [[ "$BASELINES" != none && ! -f "$AL/baselines.txt" ]]; then
     echo "# $((SECONDS - t0)) s" >> "$AL/baselines.tmp"
     mv "$AL/baselines.tmp" "$AL/baselines.txt"
   else
-    echo "run.sh: eflomal / systran-align not installed (pip install -e '.[baselines]'): no statistical baselines" >&2
+    echo "run.sh: $BASELINES not installed (pip install -e '.[baselines]': eflomal, systran-align): no statistical baselines" >&2
   fi
 fi
 
