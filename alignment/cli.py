@@ -58,12 +58,15 @@ def aer_main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--json", action="store_true",
                    help="print a JSON object (percentages) with the same keys plus per-sentence values")
     p.add_argument("--one-based", action="store_true", help="indices (and naacl sentence numbers) start at 1")
+    p.add_argument("--gold-one-based", action="store_true",
+                   help="GOLD only is 1-based (e.g. the Hansards gold's i-j/ipj against hmm-nmt-align's 0-based HYP)")
     p.add_argument("--format", choices=FORMATS, default="pharaoh", help="format of both files (default pharaoh)")
     p.add_argument("--gold-format", choices=FORMATS, help="format of GOLD (overrides --format)")
     p.add_argument("--hyp-format", choices=FORMATS, help="format of HYP (overrides --format)")
     p.add_argument("--reverse-hyp", action="store_true", help="swap source and target in HYP before scoring")
     args = p.parse_args(argv)
     gfmt, hfmt = args.gold_format or args.format, args.hyp_format or args.format
+    gold_one = args.one_based or args.gold_one_based
     try:
         src_lens = [len(s) for s in read_tokens(args.src)] if args.src else None
         tgt_lens = [len(s) for s in read_tokens(args.tgt)] if args.tgt else None
@@ -79,9 +82,9 @@ def aer_main(argv: Optional[List[str]] = None) -> int:
         # a naacl file does not know how many sentences there are: take the other file's count
         if gfmt == "naacl" and hfmt != "naacl" and n is None:
             hyp = read_hyp(None)
-            gold = read_alignments(args.gold, gfmt, args.one_based, len(hyp), src_lens, tgt_lens)
+            gold = read_alignments(args.gold, gfmt, gold_one, len(hyp), src_lens, tgt_lens)
         else:
-            gold = read_alignments(args.gold, gfmt, args.one_based, n, src_lens, tgt_lens)
+            gold = read_alignments(args.gold, gfmt, gold_one, n, src_lens, tgt_lens)
             hyp = read_hyp(len(gold) if n is None else n)
         check_same_count(gold, hyp, args.gold, args.hyp)
     except AlignmentFormatError as e:

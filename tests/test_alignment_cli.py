@@ -70,6 +70,12 @@ def test_aer_other_formats_and_one_based(tmp_path, files):
     rev = w(tmp_path, "rev.txt", "0-0 2-2 1-2\n1-0\n")
     r = run("aer", files["gold"], rev, "--reverse-hyp", "--src", files["src"], "--tgt", files["tgt"])
     assert (r.returncode, r.stdout) == (0, expected), r.stderr
+    # 1-based gold in the Hansards form (i-j sure, ipj possible) against a 0-based hypothesis
+    gold1 = w(tmp_path, "gold1.txt", "1-1 2-2 3p3\n1-2 2p1\n")
+    r = run("aer", gold1, files["hyp"], "--gold-one-based", "--src", files["src"], "--tgt", files["tgt"])
+    assert (r.returncode, r.stdout) == (0, expected), r.stderr
+    r = run("aer", gold1, files["hyp"], "--src", files["src"], "--tgt", files["tgt"])  # read as 0-based: 3 is out
+    assert r.returncode == 2 and "out of range" in r.stderr
 
 
 @pytest.mark.parametrize("case", ["bad_token", "mismatch", "range", "missing"])

@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# English-French Hansards word alignment: from the raw shared files to an AER table on the 447 test pairs
+# of the HLT-NAACL 2003 shared task (Sure/Possible gold), settings chosen on its 37 trial pairs only.
+#
+#   examples/hansards/run.sh [--local DIR] [--work DIR] [--train-lines N] [--merges M] [--models LIST]
+#       [--max-update U] [--embed-dim D] [--ffn-dim F] [--layers L] [--heads H] [--max-tokens T] [--lr LR]
+#       [--warmup W] [--dropout P] [--threads N] [--baselines eflomal,fast_align|none] [--gpu] [--seed S]
+#       [-- more fairseq-train options]
+#
+# Steps (each skipped when its output exists, so an interrupted run resumes): normalize.py (sacremoses,
+# lower case, accents stripped, French contractions/elisions decomposed as the gold does; the gold's words
+# untouched) -> joint subword-nmt BPE learned on the training text -> fairseq-preprocess (one joined
+# dictionary, both directions) -> fairseq-train en->fr and fr->en of each model in --models (dhmm0: zero
+# order transformer_dhmm, dhmm1: first order, transformer: attention baseline) -> scripts/align_variants.py on
+# the trial pairs (every link variant; the best of each family chosen there) and the chosen + fixed variants
+# on the test pairs -> one timed hmm-nmt-align --rev-path --symmetrize grow-diag-final-and run per model
+# (sentences/s of the bidirectional alignment; scored by hmm-nmt-aer --gold-one-based) -> eflomal and
+# fast_align on the same normalized text (skipped with a message when not installed) -> WORK/results.md.
+#
+# Defaults: the CPU run (about 2 hours on the shared 2-core machine; docs/alignment.md#hansards says how it
+# was estimated): all 310,661 training pairs, 2000 joint merges (the lexicon costs target x source x vocabulary
+# per sentence), d=128, 2+2 layers, 4 heads, FFN 512, 2,048 tokens per batch, 1,200 updates per model and
+# direction. The GPU size of docs/alignment.md: --gpu --merges 16000
+# --embed-dim 512 --ffn-dim 2048 --layers 6 --heads 8 --max-tokens 8000 --max-update 30000 --lr 7e-4
+# --warmup 4000. --local defaults to ../shared/data/hansards_enfr next to the repository.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+PYTHON=${PYTHON:-$(command -v python || command -v python3)}
+BIN=$(dirname "$PYTHON")
+export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
+die() { echo "run.sh: error: $*" >&2; exit 2; }
+need() { [[ $# -ge 2 && -n "$2" ]] || die "$1 needs a value"; }
+
+LOCAL="$REPO/../shared/data/hansards_enfr" WORK="runs/hansards" TRAIN_LINES="" MERGES=2000
+MODELS="dhmm0,dhmm1,transformer" MAX_UPDATE=1200 EMBED=128 FFN=512 LAYERS=2 HEADS=4 MAX_TOKENS=2048 LR=2e-3
+WARMUP=200 DROPOUT=0.1 THREADS=${OMP_NUM_THREADS:-1} BASELINES="eflomal,fast_align" GPU=0 SEED=1 EXTRA=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --local) need "$@"; LOCAL="${2%/}"; shift 2 ;;
+    --work) need "$@"; WORK="${2%/}"; shift 2 ;;
+    --train-lines) need "$@"; TRAIN_LINES="$2"; shift 2 ;;
+    --merges) need "$@"; MERGES="$2"; shift 2 ;;
+    --models) need "$@"; MODELS="$2"; shift 2 ;;
+    --max-update) need "$@"; MAX_UPDATE="$2"; shift 2 ;;
+    --embed-dim) need "$@"; EMBED="$2"; shift 2 ;;
+    --ffn-dim) need "$@"; FFN="$2"; shift 2 ;;
+    --layers) need "$@"; LAYERS="$2"; shift 2 ;;
+    --heads) need "$@"; HEADS="$2"; shift 2 ;;
+    --max-tokens) need "$@"; MAX_TOKENS="$2"; shift 2 ;;
+    --lr) need "$@"; LR="$2"; shift 2 ;;
+    --warmup) need "$@"; WARMUP="$2"; shift 2 ;;
+    --dropout) need "$@"; DROPOUT="$2"; shift 2 ;;
+    --threads) need "$@"; THREADS="$2"; shift 2 ;;
+    --baselines) need "$@"; BASELINES="$2"; shift 2 ;;
+    --seed) need "$@"; SEED="$2"; shift 2 ;;
+    --gpu) GPU=1; shift ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    --) shift; EXTRA=("$@"); break ;;
+    *) die "unknown argument $1 (see --help)" ;;
+  esac
+done
+[[ -d "$LOCAL/gold" && -d "$LOCAL/train" ]] || die "--local $LOCAL: not the hansards_enfr folder (no gold/ and train/)"
+[[ -z "$TRAIN_LINES" || "$TRAIN_LINES" =~ ^[1-9][0-9]*$ ]] || die "--train-lines must be a positive integer"
+IFS=, read -r -a MODEL_LIST <<< "$MODELS"
+for m in "${MODEL_LIST[@]}"; do
+  case "$m" in dhmm0|dhmm1|transformer) ;; *) die "--models: unknown model '$m' (dhmm0, dhmm1, transformer)" ;; esac
+done
+export OMP_NUM_THREADS="$THREADS"
+CPU=(--cpu); [[ $GPU -eq 1 ]] && CPU=()
+DATA="$WORK/data" BPE="$WORK/bpe" DBIN="$WORK/bin" CK="$WORK/checkpoints" AL="$WORK/align"
+mkdir -p "$DATA" "$BPE" "$CK" "$AL"
+log() { echo "[hansards $(date +%H:%M:%S)] $*" >&2; }
+
+# ------------------------------------------------------------------------------------------- 1. normalize
+stamp="lines=${TRAIN_LINES:-all}"
+if [[ ! -f "$DATA/done" || "$(cat "$DATA/done")" != "$stamp" ]]; then
+  log "normalizing the gold text and ${TRAIN_LINES:-all} training pairs"
+  "$PYTHON" "$HERE/normalize.py" gold --local "$LOCAL" --out "$DATA"
+  lines=(); [[ -n "$TRAIN_LINES" ]] && lines=(--lines "$TRAIN_LINES")
+  "$PYTHON" "$HERE/normalize.py" train --lang en "${lines[@]}" "$LOCAL/train/isi_train.e.gz" "$DATA/train.en"
+  "$PYTHON" "$HERE/normalize.py" train --lang fr "${lines[@]}" "$LOCAL/train/isi_train.f.gz" "$DATA/train.fr"
+  echo "$stamp" > "$DATA/done"
+  rm -f "$BPE/done" "$DBIN/done"
+fi
+
+# ------------------------------------------------------------------------------------------- 2. BPE + binarize
+if [[ ! -f "$BPE/done" || "$(cat "$BPE/done")" != "merges=$MERGES" ]]; then
+  log "learning $MERGES joint BPE merges on the training text"
+  cat "$DATA/train.en" "$DATA/train.fr" | "$PYTHON" -m subword_nmt.learn_bpe -s "$MERGES" > "$BPE/codes"
+  # training pairs: empty sides dropped (fairseq cannot train on them); the trial pairs are the valid set
+  "$PYTHON" - "$DATA" "$BPE" <<'EOF'
+import sys
+data, bpe_dir = sys.argv[1:3]
+from subword_nmt.apply_bpe import BPE
+with open(f"{bpe_dir}/codes", encoding="utf-8") as f:
+    bpe = BPE(f)
+for split, name in (("train", "train"), ("trial", "valid")):
+    en = open(f"{data}/{split}.en", encoding="utf-8").read().splitlines()
+    fr = open(f"{data}/{split}.fr", encoding="utf-8").read().splitlines()
+    assert len(en) == len(fr), f"{split}: {len(en)} English but {len(fr)} French lines"
+    kept = [(bpe.process_line(e), bpe.process_line(f)) for e, f in zip(en, fr) if e.strip() and f.strip()]
+    for k, lang in enumerate(("en", "fr")):
+        with open(f"{bpe_dir}/{name}.{lang}", "w", encoding="utf-8") as out:
+            out.writelines(p[k].strip() + "\n" for p in kept)
+    print(f"{split}: {len(kept)} of {len(en)} pairs kept", file=sys.stderr)
+EOF
+  echo "merges=$MERGES" > "$BPE/done"
+  rm -f "$DBIN/done"
+fi
+if [[ ! -f "$DBIN/done" ]]; then
+  rm -rf "$DBIN"
+  "$BIN/fairseq-preprocess" --source-lang en --target-lang fr --trainpref "$BPE/train" --validpref "$BPE/valid" \
+    --destdir "$DBIN" --joined-dictionary --workers 1 > "$WORK/preprocess.log" 2>&1 || {
+      tail -20 "$WORK/preprocess.log" >&2; die "fairseq-preprocess failed (log: $WORK/preprocess.log)"; }
+  touch "$DBIN/done"
+fi
+
+# ------------------------------------------------------------------------------------------- 3. train
+ARCH_ARGS=(--encoder-layers "$LAYERS" --decoder-layers "$LAYERS" --encoder-embed-dim "$EMBED" --decoder-embed-dim "$EMBED"
+  --encoder-ffn-embed-dim "$FFN" --decoder-ffn-embed-dim "$FFN" --encoder-attention-heads "$HEADS"
+  --decoder-attention-heads "$HEADS" --share-all-embeddings --dropout "$DROPOUT")
+OPT_ARGS=(--label-smoothing 0.1 --optimizer adam --adam-betas "(0.9,0.98)" --lr "$LR" --lr-scheduler inverse_sqrt
+  --warmup-updates "$WARMUP" --max-tokens "$MAX_TOKENS" --max-update "$MAX_UPDATE" --no-epoch-checkpoints
+  --no-save-optimizer-state --seed "$SEED" --log-format simple --log-interval 50 --validate-interval-updates 0
+  --save-interval-updates 0 --num-workers 0 --required-batch-size-multiple 1)
+[[ $GPU -eq 1 ]] || OPT_ARGS+=(--cpu)
+train() {  # model src tgt
+  local m=$1 s=$2 t=$3 dir="$CK/$1.$2-$3" model_args
+  case "$m" in
+    dhmm0) model_args=(--user-dir "$REPO/hmm_nmt" --arch transformer_dhmm --alignment-order 0
+             --criterion dhmm_label_smoothed_cross_entropy) ;;
+    dhmm1) model_args=(--user-dir "$REPO/hmm_nmt" --arch transformer_dhmm_first_order --alignment-order 1
+             --criterion dhmm_label_smoothed_cross_entropy) ;;
+    transformer) model_args=(--arch transformer --criterion label_smoothed_cross_entropy) ;;
+  esac
+  if [[ -f "$dir/done" ]]; then return; fi
+  mkdir -p "$dir"
+  log "training $m $s->$t ($MAX_UPDATE updates)"
+  local t0=$SECONDS
+  "$BIN/fairseq-train" "$DBIN" --source-lang "$s" --target-lang "$t" "${model_args[@]}" "${ARCH_ARGS[@]}" \
+    "${OPT_ARGS[@]}" --save-dir "$dir" ${EXTRA[@]+"${EXTRA[@]}"} > "$dir/train.log" 2>&1 || {
+      tail -20 "$dir/train.log" >&2; die "fairseq-train $m $s->$t failed (log: $dir/train.log)"; }
+  echo "$((SECONDS - t0))" > "$dir/done"
+}
+for m in "${MODEL_LIST[@]}"; do train "$m" en fr; train "$m" fr en; done
+
+# ------------------------------------------------------------------------------------------- 4. align + score
+GOLD_ARGS=(--gold-one-based)
+for m in "${MODEL_LIST[@]}"; do
+  fwd="$CK/$m.en-fr/checkpoint_last.pt" rev="$CK/$m.fr-en/checkpoint_last.pt"
+  methods="posterior,alignment"; [[ $m == transformer ]] && methods="attention"
+  if [[ ! -f "$AL/$m.test.json" ]]; then
+    log "$m: every link variant on the trial pairs"
+    "$PYTHON" "$REPO/scripts/align_variants.py" --fwd "$fwd" --rev "$rev" --data "$DBIN" --methods "$methods" \
+      --src-text "$DATA/trial.en" --tgt-text "$DATA/trial.fr" --bpe-codes "$BPE/codes" --gold "$DATA/trial.gold" \
+      "${GOLD_ARGS[@]}" --threads "$THREADS" --json "$AL/$m.trial.json" --choose "$AL/$m.chosen.json" \
+      > "$AL/$m.trial.txt" 2> "$AL/$m.trial.log"
+    log "$m: the trial-chosen and fixed variants on the test pairs"
+    "$PYTHON" "$REPO/scripts/align_variants.py" --fwd "$fwd" --rev "$rev" --data "$DBIN" \
+      --src-text "$DATA/test.en" --tgt-text "$DATA/test.fr" --bpe-codes "$BPE/codes" --gold "$DATA/test.gold" \
+      "${GOLD_ARGS[@]}" --threads "$THREADS" --rows "$AL/$m.chosen.json" --json "$AL/$m.test.tmp.json" \
+      > "$AL/$m.test.txt" 2> "$AL/$m.test.log"
+    mv "$AL/$m.test.tmp.json" "$AL/$m.test.json"
+  fi
+  method=posterior; [[ $m == transformer ]] && method=attention
+  if [[ ! -f "$AL/$m.gdfa.time" ]]; then
+    log "$m: hmm-nmt-align, both directions, grow-diag-final-and, on the test pairs (timed)"
+    t0=$(date +%s.%N)
+    "$PYTHON" -m alignment.extract "${CPU[@]}" --path "$fwd" --rev-path "$rev" --data "$DBIN" --method "$method" \
+      --symmetrize grow-diag-final-and --src-text "$DATA/test.en" --tgt-text "$DATA/test.fr" --bpe-codes "$BPE/codes" \
+      --no-progress -o "$AL/$m.$method.gdfa.align" 2> "$AL/$m.gdfa.log"
+    awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f\n", b - a }' > "$AL/$m.gdfa.time"
+  fi
+  "$PYTHON" -m alignment aer "$DATA/test.gold" "$AL/$m.$method.gdfa.align" --gold-one-based \
+    --src "$DATA/test.en" --tgt "$DATA/test.fr" > "$AL/$m.gdfa.aer"
+done
+
+# ------------------------------------------------------------------------------------------- 5. baselines
+if [[ "$BASELINES" != none && ! -f "$AL/baselines.txt" ]]; then
+  if "$PYTHON" -c "import ${BASELINES//fast_align/systran_align}" 2>/dev/null; then
+    log "eflomal and fast_align on the training text + the test pairs"
+    t0=$SECONDS
+    "$PYTHON" -m alignment.baselines "$DATA/test.en" "$DATA/test.fr" "$DATA/test.gold" --one-based \
+      --train-src "$DATA/train.en" --train-tgt "$DATA/train.fr" --method grow-diag-final-and \
+      --aligners "$BASELINES" --out-dir "$AL/baselines" > "$AL/baselines.tmp" 2> "$AL/baselines.log"
+    echo "# $((SECONDS - t0)) s" >> "$AL/baselines.tmp"
+    mv "$AL/baselines.tmp" "$AL/baselines.txt"
+  else
+    echo "run.sh: $BASELINES not installed (pip install -e '.[baselines]': eflomal, systran-align): no statistical baselines" >&2
+  fi
+fi
+
+# ------------------------------------------------------------------------------------------- 6. table
+"$PYTHON" "$HERE/table.py" --work "$WORK" --models "$MODELS" > "$WORK/results.md"
+cat "$WORK/results.md"
