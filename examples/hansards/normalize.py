@@ -31,6 +31,9 @@ import sys
 import unicodedata
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from hmm_nmt_io import atomic_output  # noqa: E402  (standard library only)
+
 __all__ = ["strip_accents", "normalize_gold_tokens", "normalize_train_line", "read_wpt_sentences",
            "read_src_tgt", "convert_trial_links", "write_gold"]
 
@@ -212,16 +215,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         sys.stderr.write(f"normalize.py: {n['test']} test and {n['trial']} trial pairs in {args.out}\n")
         return 0
     src = _open_in(args.input)
-    tmp = None if args.output == "-" else args.output + ".tmp"
-    dst = sys.stdout if tmp is None else open(tmp, "w", encoding="utf-8")
-    try:
+    if args.output == "-":
+        for line in normalize_lines(src, args.lang, args.lines):
+            sys.stdout.write(line + "\n")
+        return 0
+    with atomic_output(args.output) as tmp, open(tmp, "w", encoding="utf-8") as dst:
         for line in normalize_lines(src, args.lang, args.lines):
             dst.write(line + "\n")
-    finally:
-        if tmp is not None:
-            dst.close()
-    if tmp is not None:
-        os.replace(tmp, args.output)
     return 0
 
 

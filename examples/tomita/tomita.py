@@ -51,6 +51,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 from hmm_nmt.hmm import iohmm  # noqa: E402
+from hmm_nmt_io import atomic_write  # noqa: E402
 
 START = 2
 PAPER = {  # Table 1 of the paper: n*, FSA min, convergence, average, worst, best, W&K best
@@ -424,10 +425,7 @@ def main(argv=None):
             print(f"grammar {r['grammar']} (n*={r['n_star']}) extracted minimal DFA (* = accept): {r['example_dfa']}")
     print(f"total {time.time() - t0:.1f}s")
     if args.out:
-        tmp = args.out + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump({"args": cfg, "results": results}, f, indent=1)
-        os.replace(tmp, args.out)
+        atomic_write(args.out, json.dumps({"args": cfg, "results": results}, indent=1))
 
 
 if __name__ == "__main__":

@@ -22,6 +22,9 @@ import os
 import random
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from hmm_nmt_io import atomic_write  # noqa: E402  (standard library only)
+
 SRC_SYLLABLES = ["ka", "ro", "mi", "tsu", "ne", "zo", "ha", "ki", "mu", "te", "sa", "lo"]
 TGT_SYLLABLES = ["bel", "dar", "fin", "gor", "hul", "jin", "kap", "lem", "mor", "nix", "pel", "quo", "rat", "sil"]
 
@@ -100,11 +103,7 @@ def write_split(path_prefix, pairs):
     # write to temporary names, then rename: no half-written corpus after an interruption
     for ext, fmt in (("src", lambda p: " ".join(p[0])), ("tgt", lambda p: " ".join(p[1])),
                      ("align", lambda p: " ".join(f"{i}-{j}" for i, j in p[2]))):
-        tmp = f"{path_prefix}.{ext}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            for p in pairs:
-                f.write(fmt(p) + "\n")
-        os.replace(tmp, f"{path_prefix}.{ext}")
+        atomic_write(f"{path_prefix}.{ext}", "".join(fmt(p) + "\n" for p in pairs))
 
 
 def generate(out, seed=1, sizes=(("train", 5000), ("valid", 300), ("test", 300))):

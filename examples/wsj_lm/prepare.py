@@ -29,6 +29,9 @@ import re
 import sys
 from collections import Counter
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from hmm_nmt_io import atomic_write  # noqa: E402  (standard library only)
+
 PUNCT = {",", ".", "``", "''", "`", "'", "(", ")", "-LRB-", "-RRB-", "-LCB-", "-RCB-", "{", "}", ":", ";", "--",
          "?", "!", "...", "-", '"', "[", "]", "-LSB-", "-RSB-"}
 NUMBER = re.compile(r"^[+-]?(\d+([.,\\/:-]\d+)*|\.\d+)(s|th|st|nd|rd)?$")
@@ -167,11 +170,7 @@ def main(argv=None):
     for name, ss in splits.items():
         ss = [[w if w in keep else "<unk>" for w in s] for s in ss]
         splits[name] = ss
-        tmp = os.path.join(args.out, f"{name}.txt.tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            for s in ss:
-                f.write(" ".join(s) + "\n")
-        os.replace(tmp, os.path.join(args.out, f"{name}.txt"))
+        atomic_write(os.path.join(args.out, f"{name}.txt"), "".join(" ".join(s) + "\n" for s in ss))
         unk = sum(w == "<unk>" for s in ss for w in s)
         tokens = sum(len(s) for s in ss)
         print(f"{name}: {len(ss)} sentences, {tokens} tokens (+{len(ss)} </s>), {unk / max(tokens, 1):.2%} <unk>")
@@ -179,10 +178,7 @@ def main(argv=None):
     for m in args.brown_clusters:
         clusters = brown_clusters(splits["train"], m, args.brown_min_count)
         path = os.path.join(args.out, f"brown{m}.txt")
-        with open(path + ".tmp", "w", encoding="utf-8") as f:
-            for w, c in sorted(clusters.items(), key=lambda x: (x[1], x[0])):
-                f.write(f"{w} {c}\n")
-        os.replace(path + ".tmp", path)
+        atomic_write(path, "".join(f"{w} {c}\n" for w, c in sorted(clusters.items(), key=lambda x: (x[1], x[0]))))
         sizes = Counter(clusters.values())
         print(f"{path}: {len(clusters)} words in {len(sizes)} Brown clusters (largest {max(sizes.values())})")
 
