@@ -96,3 +96,15 @@ def interrupt_on_sigterm():
     """Make SIGTERM behave as Ctrl-C (a KeyboardInterrupt) in this process; only from the main thread."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
+
+
+def generate_to_file(cmd, out, log, threads, failure):
+    """Run a fairseq-generate command line with ``threads`` threads, stdout to ``out``, stderr to ``log``;
+    a non-zero exit stops the script with ``failure``, the exit code and the log's last 15 lines."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    with open(out, "w") as fo, open(log, "w") as fl:
+        proc = subprocess.run(cmd, stdout=fo, stderr=fl, env=env)
+    if proc.returncode != 0:
+        with open(log) as f:
+            tail = "".join(f.readlines()[-15:])
+        raise SystemExit(f"{failure} (exit {proc.returncode}):\n{tail}")

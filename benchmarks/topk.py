@@ -7,10 +7,10 @@ benchmark results of examples/multi30k/topk_sweep.sh (:func:`load_result`, :func
 import json
 import os
 import shlex
-import subprocess
 import sys
 
 from benchmarks.common import USER_DIR
+from benchmarks.fairseq_runner import generate_to_file
 from benchmarks.logs import parse_generate_output, parse_generate_speed
 from benchmarks.scoring import score
 
@@ -26,14 +26,8 @@ def decode_at_k(opts, k, tmp):
            "--model-overrides", repr({"lexicon_topk": k})] + shlex.split(opts.generate_args)
     if opts.cpu:
         cmd.append("--cpu")
-    env = dict(os.environ, OMP_NUM_THREADS=str(opts.threads), MKL_NUM_THREADS=str(opts.threads))
     out, log = os.path.join(tmp, f"k{k}.out"), os.path.join(tmp, f"k{k}.log")
-    with open(out, "w") as fo, open(log, "w") as fl:
-        proc = subprocess.run(cmd, stdout=fo, stderr=fl, env=env)
-    if proc.returncode != 0:
-        with open(log) as f:
-            tail = "".join(f.readlines()[-15:])
-        raise SystemExit(f"decode_topk.py: fairseq-generate failed for K={k} (exit {proc.returncode}):\n{tail}")
+    generate_to_file(cmd, out, log, opts.threads, f"decode_topk.py: fairseq-generate failed for K={k}")
     return out, log
 
 

@@ -24,11 +24,10 @@ odd lines), BLEU(C) > BLEU(S) strictly and TER(C) <= TER(S); otherwise the stock
 import argparse
 import os
 import shlex
-import subprocess
 import tempfile
 
 from benchmarks.common import USER_DIR, read_json, read_lines, write_json
-from benchmarks.fairseq_runner import task_args
+from benchmarks.fairseq_runner import generate_to_file, task_args
 from benchmarks.logs import parse_nbest
 from benchmarks.progress import say
 from benchmarks.scoring import score
@@ -63,14 +62,8 @@ def decode_nbest(opts, tmp, eos_penalty=0.0):
            "--batch-size", str(opts.batch_size), "--required-batch-size-multiple", "1",
            "--remove-bpe", opts.prep["remove_bpe"], "--num-workers", "0", "--seed", "1"] \
         + shlex.split(opts.generate_args)
-    env = dict(os.environ, OMP_NUM_THREADS=str(opts.threads), MKL_NUM_THREADS=str(opts.threads))
     out, log = os.path.join(tmp, f"nbest{eos_penalty!r}.out"), os.path.join(tmp, f"nbest{eos_penalty!r}.log")
-    with open(out, "w") as fo, open(log, "w") as fl:
-        proc = subprocess.run(cmd, stdout=fo, stderr=fl, env=env)
-    if proc.returncode != 0:
-        with open(log) as f:
-            tail = "".join(f.readlines()[-15:])
-        raise SystemExit(f"tune_lenpen.py: fairseq-generate failed (exit {proc.returncode}):\n{tail}")
+    generate_to_file(cmd, out, log, opts.threads, "tune_lenpen.py: fairseq-generate failed")
     return out
 
 
