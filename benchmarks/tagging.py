@@ -67,13 +67,14 @@ def evaluate_full(model, task, split="valid", batch_size=64, decoding="argmax"):
 
 
 def train_and_evaluate(args, seed, epochs, lr, batch_size=32, progress=None, task=None, patience=None,
-                       decoding="argmax", metric="chunk_f1"):
+                       decoding="argmax", metric="chunk_f1", test=False):
     """Train up to ``epochs`` epochs with Adam(lr) and mini-batches of ``batch_size`` sentences; evaluate on
     valid. With ``patience`` P, evaluate ``metric`` (``chunk_f1`` or ``accuracy``) on valid after every epoch,
     stop after P epochs without improvement and restore the best epoch's parameters.
 
     Returns a dict: accuracy, chunk_f1, invalid, train_tok_s, tag_tok_s, params, seconds, final_loss,
-    epochs_run, best_epoch.
+    epochs_run, best_epoch; with ``test`` also test_accuracy, test_chunk_f1 and test_invalid: the kept
+    (dev-best) parameters evaluated once on the task's test split, which must be loaded.
     """
     utils.set_torch_seed(seed)
     if task is None:
@@ -115,9 +116,13 @@ def train_and_evaluate(args, seed, epochs, lr, batch_size=32, progress=None, tas
     if best_state is not None:
         model.load_state_dict(best_state)
     res = evaluate_full(model, task, decoding=decoding)
-    return {
+    out = {
         "accuracy": res["accuracy"], "chunk_f1": res["chunk_f1"], "invalid": res["invalid"],
         "train_tok_s": n_tok / max(train_time, 1e-9), "tag_tok_s": res["tag_tok_s"],
         "params": sum(p.numel() for p in params), "seconds": train_time, "final_loss": loss_val,
         "epochs_run": epochs_run, "best_epoch": stopper.best_step if stopper is not None else epochs_run,
     }
+    if test:
+        res = evaluate_full(model, task, split="test", decoding=decoding)
+        out.update(test_accuracy=res["accuracy"], test_chunk_f1=res["chunk_f1"], test_invalid=res["invalid"])
+    return out

@@ -58,6 +58,12 @@ DATASETS = {
                              "--train-file", os.path.join(SHARED, "wnut17", "train.conll.gz"),
                              "--valid-file", os.path.join(SHARED, "wnut17", "dev.conll.gz")]),
 }
+# --test: each data set's test split (CoNLL-2000 here has no test file: chunk/pos report dev only)
+TEST_FILES = {
+    "ud_upos": os.path.join(SHARED, "ud_en_ewt", "en_ewt-ud-test.conllu.gz"),
+    "ner": os.path.join(SHARED, "conll2003", "eng.testb.gz"),
+    "wnut17": os.path.join(SHARED, "wnut17", "test.conll.gz"),
+}
 
 
 def cpu_name():
@@ -103,6 +109,9 @@ def parse_args(argv=None):
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--threads", type=int, default=1, help="torch threads")
+    p.add_argument("--test", action="store_true",
+                   help="also score each run's kept (dev-best) parameters once on the data set's test split "
+                        "(ud_upos, ner, wnut17); a separate table")
     p.add_argument("--out", default="bench_tagging.json", help="JSON file of all runs (resumed if present)")
     return p.parse_args(argv)
 
@@ -162,6 +171,8 @@ def main(argv=None):
         extra += ["--train-subset-sentences", str(args.train_sentences),
                   "--embed-dim", str(args.embed_dim), "--hidden-size", str(args.hidden_size),
                   "--tagger-architecture", str(arch)]
+        if args.test and name in TEST_FILES:
+            extra += ["--test-file", TEST_FILES[name]]
         if args.char_embed_dim:
             extra += ["--char-embed-dim", str(args.char_embed_dim), "--char-hidden", str(args.char_hidden)]
         if args.embed_path:
@@ -171,14 +182,19 @@ def main(argv=None):
             task = fairseq_tasks.setup_task(fargs)
             task.load_dataset("train")
             task.load_dataset("valid")
+            if args.test and name in TEST_FILES:
+                task.load_dataset("test")
             loaded[name] = task
         task = loaded[name]
         task.args = fargs
         t0 = time.time()
         res = train_and_evaluate(fargs, seed=seed, epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, task=task,
                                  patience=args.patience, decoding=args.decoding,
-                                 metric="accuracy" if metric == "accuracy" else "chunk_f1")
+                                 metric="accuracy" if metric == "accuracy" else "chunk_f1",
+                                 test=args.test and name in TEST_FILES)
         res["score"] = res["accuracy"] if metric == "accuracy" else res["chunk_f1"]
+        if "test_accuracy" in res:
+            res["test_score"] = res["test_accuracy"] if metric == "accuracy" else res["test_chunk_f1"]
         res["metric"] = metric
         res["wall"] = time.time() - t0
         res["train_tokens"] = int(task.dataset("train").src_sizes.sum())
@@ -198,21 +214,28 @@ def report(runs, task_specs, args):
              f"data: {args.data}; first {args.train_sentences or 'all'} training sentences after carving "
              f"{args.dev_fraction:.0%} dev (seed {args.dev_seed}); embed {args.embed_dim}, hidden {args.hidden_size}, "
              f"Adam lr {args.lr}, batch {args.batch_size}, {args.epochs} epochs, seeds {args.seeds}", ""]
-    for arch in args.architectures:
-        lines.append(f"Architecture {arch}: dev score, mean ± 95% CI half-width over {len(args.seeds)} seeds")
-        lines.append("")
-        lines.append("| task | " + " | ".join(label for _, label in models) + " |")
-        lines.append("|---" * (len(models) + 1) + "|")
+    def score_rows(arch, field):
+        rows = []
         for name, _, metric in task_specs:
             cells = []
             for m, _ in models:
-                vals = [runs[run_key(name, m, arch, s)]["score"] for s in args.seeds if run_key(name, m, arch, s) in runs]
+                keys = [run_key(name, m, arch, s) for s in args.seeds]
+                vals = [runs[k][field] for k in keys if k in runs and field in runs[k]]
                 if not vals:
                     cells.append("-")
                     continue
                 mean, half = ci95(vals)
                 cells.append(f"{mean:.2f} ± {half:.2f}" if not math.isnan(half) else f"{mean:.2f}")
-            lines.append(f"| {name} ({metric}) | " + " | ".join(cells) + " |")
+            if field == "score" or any(c != "-" for c in cells):
+                rows.append(f"| {name} ({metric}) | " + " | ".join(cells) + " |")
+        return rows
+
+    for arch in args.architectures:
+        lines.append(f"Architecture {arch}: dev score, mean ± 95% CI half-width over {len(args.seeds)} seeds")
+        lines.append("")
+        lines.append("| task | " + " | ".join(label for _, label in models) + " |")
+        lines.append("|---" * (len(models) + 1) + "|")
+        lines.extend(score_rows(arch, "score"))
         stop_rows = (("epochs_run", "stopped at epoch (mean)"),) if args.patience else ()
         for label_key, label in (("train_tok_s", "train tokens/s"), ("tag_tok_s", "tagging tokens/s"),
                                  ("params", "parameters (mean over tasks)")) + stop_rows:
@@ -223,6 +246,14 @@ def report(runs, task_specs, args):
                 cells.append(f"{statistics.fmean(vals):.0f}" if vals else "-")
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
         lines.append("")
+        test_rows = score_rows(arch, "test_score")
+        if test_rows:
+            lines.append(f"Architecture {arch}: test score of the same runs (dev-best epoch), evaluated once")
+            lines.append("")
+            lines.append("| task | " + " | ".join(label for _, label in models) + " |")
+            lines.append("|---" * (len(models) + 1) + "|")
+            lines.extend(test_rows)
+            lines.append("")
     return "\n".join(lines)
 
 
