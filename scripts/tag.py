@@ -59,24 +59,40 @@ def load(path, overrides):
     return models[0], task
 
 
+def uses_chars(model):
+    """True for a tagger with character features (``--char-embed-dim``)."""
+    return getattr(model, "chars", None) is not None
+
+
+def make_net_input(task, words_per_sentence, with_chars=False):
+    """The ``net_input`` of one batch of raw word lists, in their order: ``src_tokens`` (B, T) (lowercased
+    before the dictionary lookup under ``--lowercase``), ``src_lengths`` and, ``with_chars``, ``src_chars``
+    (B, T, C), the characters of the raw words as the task's datasets carry them (unseen words included)."""
+    wd = task.source_dictionary
+    T = max(len(ws) for ws in words_per_sentence)
+    src = torch.full((len(words_per_sentence), T), wd.pad(), dtype=torch.long)
+    for r, words in enumerate(words_per_sentence):
+        ws = [w.lower() for w in words] if task.args.lowercase else words
+        src[r, : len(ws)] = torch.tensor([wd.index(w) for w in ws], dtype=torch.long)
+    net_input = {"src_tokens": src, "src_lengths": src.ne(wd.pad()).sum(1)}
+    if with_chars:
+        net_input["src_chars"] = task.batch_chars(words_per_sentence, T)
+    return net_input
+
+
 def tag_sentences(model, task, words_per_sentence, batch_size=64, device="cpu", progress=True, decoding="argmax"):
     """Predicted tag strings, in the training tag scheme, for lists of words (the same lowercasing/unknown
-    handling as training); ``task.to_file_scheme`` writes them in the data's scheme."""
-    args = task.args
-    wd, td = task.source_dictionary, task.target_dictionary
+    handling as training, and the words' own characters for a model with character features);
+    ``task.to_file_scheme`` writes them in the data's scheme."""
+    td = task.target_dictionary
     order = sorted(range(len(words_per_sentence)), key=lambda i: len(words_per_sentence[i]))
     out = [None] * len(words_per_sentence)
     bar = tqdm(total=len(order), desc="tagging", unit="sent", disable=not progress, file=sys.stderr)
     for start in range(0, len(order), batch_size):
         ids = order[start:start + batch_size]
-        T = max(len(words_per_sentence[i]) for i in ids)
-        src = torch.full((len(ids), T), wd.pad(), dtype=torch.long)
-        for r, i in enumerate(ids):
-            ws = [w.lower() for w in words_per_sentence[i]] if args.lowercase else words_per_sentence[i]
-            src[r, : len(ws)] = torch.tensor([wd.index(w) for w in ws])
-        lengths = src.ne(wd.pad()).sum(1)
+        net_input = make_net_input(task, [words_per_sentence[i] for i in ids], with_chars=uses_chars(model))
         with torch.no_grad():
-            net_input = {"src_tokens": src.to(device), "src_lengths": lengths.to(device)}
+            net_input = {k: v.to(device) for k, v in net_input.items()}
             net_out = model(**net_input)
             lprobs = model.get_normalized_probs(net_out, log_probs=True)
             pred = decode_tags(model, net_input, lprobs, task, decoding).cpu()

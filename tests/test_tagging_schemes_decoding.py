@@ -98,10 +98,11 @@ def valid_paths(task, T):
             yield path
 
 
+@pytest.mark.parametrize("chars", [False, True], ids=["words", "chars"])
 @pytest.mark.parametrize("arch", ["bilstm_tagger", "hnmc_tagger_arch1", "bilstm_crf_tagger"])
-def test_viterbi_is_valid_and_equals_brute_force(tmp_path, arch):
+def test_viterbi_is_valid_and_equals_brute_force(tmp_path, arch, chars):
     torch.manual_seed(0)
-    extra = ["--tag-scheme", "iob2"]
+    extra = ["--tag-scheme", "iob2"] + (["--char-embed-dim", "3", "--char-hidden", "2"] if chars else [])
     name = arch
     if arch == "hnmc_tagger_arch1":
         name, extra = "hnmc_tagger", extra + ["--tagger-architecture", "1"]
@@ -111,9 +112,17 @@ def test_viterbi_is_valid_and_equals_brute_force(tmp_path, arch):
         for p in model.parameters():
             p.add_(torch.randn_like(p))
     words = task.source_dictionary
-    src = torch.tensor([[words.index(w) for w in ("Peter", "met", "Anna")], [words.index("EU"), words.index("said"),
-                                                                              words.pad()]])
+    sents = [("Peter", "met", "Anna"), ("Erna", "said")]  # "Erna": unseen, <unk> with its own characters
+    src = torch.tensor([[words.index(w) for w in sents[0]], [words.index("Erna"), words.index("said"), words.pad()]])
+    assert src[1, 0] == words.unk()
     net = {"src_tokens": src, "src_lengths": torch.tensor([3, 2])}
+    sc = {}
+    if chars:
+        net["src_chars"] = task.batch_chars([list(s) for s in sents], 3)
+        sc = {"src_chars": net["src_chars"]}
+        with torch.no_grad():  # the unseen word's characters reach the features (not <unk>'s single character)
+            assert not torch.allclose(model.features(src, net["src_chars"])[1, 0], model.features(src)[1, 0])
+            assert torch.allclose(model.features(src, net["src_chars"])[0], model.features(src)[0], rtol=0, atol=1e-6)
     with torch.no_grad():
         lprobs = model.get_normalized_probs(model(**net), log_probs=True)
         pred = decode_tags(model, net, lprobs, task, "viterbi")
@@ -125,13 +134,13 @@ def test_viterbi_is_valid_and_equals_brute_force(tmp_path, arch):
                 def score(path):
                     return sum(lprobs[b, t, k].item() for t, k in enumerate(path))
             elif arch == "bilstm_crf_tagger":
-                emissions, mask = model._scores(src[b:b + 1, :n])
+                emissions, mask = model._scores(src[b:b + 1, :n], None, *[c[b:b + 1, :n] for c in sc.values()])
                 crf = model.crf
 
                 def score(path):
                     return crf.score(emissions, torch.tensor([path]))[0].item()
             else:
-                x = model.features(src[b:b + 1, :n])
+                x = model.features(src[b:b + 1, :n], *[c[b:b + 1, :n] for c in sc.values()])
                 G = model.core.stack.layers[-1].log_potentials(x)[0]  # (T, N, N) [t, j, i]
                 N = G.size(-1)
                 init = torch.full((N,), -torch.log(torch.tensor(float(N))).item())

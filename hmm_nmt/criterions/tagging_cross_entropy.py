@@ -3,7 +3,9 @@
 Loss: a model with a ``sequence_nll(src_tokens, src_lengths, target)`` method (``bilstm_crf_tagger``: the
 CRF's -log p(y | x) per sentence; a model may say it has none this time with ``has_sequence_nll = False``)
 is trained on the sum of those; any other on the token NLL below. Both
-are normalised per tag (``sample_size`` = number of tags).
+are normalised per tag (``sample_size`` = number of tags). A batch's ``net_input["src_chars"]`` (the tokens'
+character ids, see :mod:`hmm_nmt.tasks.sequence_tagging`) goes to the model's ``forward`` with the rest of
+``net_input`` and, as ``src_chars=``, to its ``sequence_nll`` and ``constrained_viterbi``.
 
 The model output (B, T, n_tags) goes through ``model.get_normalized_probs(..., log_probs=True)`` and is
 scored against ``sample["target"]`` (B, T), padded with the tag dictionary's pad index (see
@@ -43,7 +45,7 @@ def decode_tags(model, net_input, lprobs, task, decoding="argmax"):
 
     ``argmax``: :func:`predict_tags`. ``viterbi``: the best tag sequence the training scheme allows
     (``task.tag_constraints()``): the model's own ``constrained_viterbi(src_tokens, src_lengths,
-    constraints)`` when it has one (the CRF of ``bilstm_crf_tagger``; the chain of an HNMC tagger whose
+    constraints[, src_chars=...])`` when it has one (the CRF of ``bilstm_crf_tagger``; the chain of an HNMC tagger whose
     states are the tags, architectures 1 and 3), else :func:`hmm_nmt.hmm.crf.constrained_viterbi` over the
     per-token log-probabilities ``lprobs``.
     """
@@ -57,10 +59,18 @@ def decode_tags(model, net_input, lprobs, task, decoding="argmax"):
     own = getattr(model, "constrained_viterbi", None)
     path = None
     if own is not None:
-        path = own(net_input["src_tokens"], net_input.get("src_lengths"), (allowed, start, end))
+        path = own(net_input["src_tokens"], net_input.get("src_lengths"), (allowed, start, end),
+                   **chars_kwargs(net_input))
     if path is None:
         path = constrained_viterbi(lprobs.float(), allowed, start, end, mask)[1]
     return path.masked_fill(~mask, td.pad())
+
+
+def chars_kwargs(net_input):
+    """``{"src_chars": ...}`` when the batch carries the tokens' character ids (the ``sequence_tagging``
+    task with ``--char-embed-dim``), else ``{}``: passed on to the model's own scoring methods."""
+    chars = net_input.get("src_chars")
+    return {} if chars is None else {"src_chars": chars}
 
 
 def chunk_counts(gold_seqs, pred_seqs, scheme="iob2"):
@@ -91,7 +101,7 @@ class TaggingCrossEntropyCriterion(FairseqCriterion):
         lprobs = None
         if seq_nll is not None and getattr(model, "has_sequence_nll", True):
             net = sample["net_input"]
-            per_sentence = seq_nll(net["src_tokens"], net.get("src_lengths"), target)
+            per_sentence = seq_nll(net["src_tokens"], net.get("src_lengths"), target, **chars_kwargs(net))
             loss = per_sentence.sum() if reduce else per_sentence
         else:
             lprobs = self._lprobs(model, sample)

@@ -1,1 +1,1 @@
-"""Data formats: CoNLL column files, entity tag schemes (no fairseq import)."""
+"""Data formats: CoNLL column files, entity tag schemes, the taggers' character alphabet (no fairseq import)."""

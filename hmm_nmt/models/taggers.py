@@ -17,9 +17,13 @@ the MPM) and Viterbi decoding is the CRF's.
 
 Character features (every tagger, off by default): ``--char-embed-dim D --char-hidden H`` runs a character
 BiLSTM (D-dimensional character embeddings, H units per direction) over each word's characters and
-concatenates its two final states to the word embedding. The characters come from the word dictionary's
-strings (a word outside it, ``<unk>``, has one unknown character), so words first seen at test time get
-no character information in this version.
+concatenates its two final states to the word embedding. The characters are the real ones of every word,
+including words first seen at test time (``<unk>`` for the word embedding): the task puts them into the
+batch as ``net_input["src_chars"]`` (B, T, C), ids over the alphabet of the word dictionary's characters
+(:mod:`hmm_nmt.data.chars`), read from the original casing even with ``--lowercase``. Every scoring method
+(``forward``, ``sequence_nll``, ``viterbi``, ``constrained_viterbi``) takes ``src_chars=None``; without it
+the characters are those of the dictionary strings, as in older versions (the same features for a word of
+the dictionary; one unknown character for ``<unk>``).
 
 All share the embedding options (``--embed-dim``, learned, or ``--embed-path`` pretrained vectors from a
 text file with one ``word v1 ... vD`` per line, an optional ``count dim`` header line, ``--freeze-embed``)
@@ -32,7 +36,7 @@ and the paper's three architectures (``--tagger-architecture``, alias ``--hnmc-a
 Every model ends with a softmax over tags (log-probabilities out): for the RNNs, a log-softmax of the
 tanh outputs (bidirectional: forward + backward outputs summed where the tags are the hidden units,
 concatenated elsewhere; ``--hidden-size`` is per direction); for the HNMCs, the log of the EFB
-posteriors, already a distribution. ``forward(src_tokens, src_lengths)`` returns (B, T, n_tags), the
+posteriors, already a distribution. ``forward(src_tokens, src_lengths, src_chars=None)`` returns (B, T, n_tags), the
 contract of :mod:`hmm_nmt.tasks.sequence_tagging`.
 """
 import logging
@@ -42,6 +46,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from fairseq.models import BaseFairseqModel, register_model, register_model_architecture
 
+from hmm_nmt.data.chars import MAX_WORD_CHARS, PAD, UNK, CharAlphabet
 from hmm_nmt.hmm.crf import LinearChainCRF
 from hmm_nmt.hmm.hnmc import make_architecture
 
@@ -50,7 +55,6 @@ logger = logging.getLogger(__name__)
 CORES = ("hnmc", "hnmc2", "hnmc_cn", "rnn", "birnn", "bilstm", "bigru", "lstm", "gru", "bilstm_crf")
 _RNN = {"rnn": (nn.RNN, False), "birnn": (nn.RNN, True), "bilstm": (nn.LSTM, True), "bigru": (nn.GRU, True),
         "lstm": (nn.LSTM, False), "gru": (nn.GRU, False), "bilstm_crf": (nn.LSTM, True)}
-MAX_WORD_CHARS = 40
 
 
 def read_embedding_file(path, dictionary, embed_dim, lowercase_fallback=True):
@@ -116,34 +120,65 @@ class RNNCore(nn.Module):
 
 class CharEncoder(nn.Module):
     """Character BiLSTM word features: (B, T) word indices -> (B, T, 2 * hidden), the final forward and
-    backward states over the word's characters (from the dictionary strings, at most MAX_WORD_CHARS)."""
+    backward states over each word's characters (at most MAX_WORD_CHARS).
 
-    def __init__(self, dictionary, embed_dim, hidden):
+    The characters are the batch's own, ``src_chars`` (B, T, C) ids over ``alphabet``
+    (:class:`hmm_nmt.data.chars.CharAlphabet`, default: the one of ``dictionary``'s words), which the
+    ``sequence_tagging`` task reads from the raw words of the data, so a word outside the dictionary
+    (``<unk>`` for the word embedding) still gets its characters. Without ``src_chars`` (older callers), the
+    characters are those of the dictionary strings of ``src_tokens`` (a special symbol, ``<unk>`` included,
+    has the single unknown character); both give the same features for a word of the dictionary. Padding
+    positions get the features of the unknown character in both paths.
+    """
+
+    def __init__(self, dictionary, embed_dim, hidden, alphabet=None):
         super().__init__()
+        self.alphabet = alphabet if alphabet is not None else CharAlphabet.from_dictionary(dictionary)
         words = dictionary.symbols
-        chars = sorted({c for w in words[dictionary.nspecial:] for c in w})
-        index = {c: k + 2 for k, c in enumerate(chars)}  # 0: padding, 1: unknown character
         ids = torch.zeros(len(words), MAX_WORD_CHARS, dtype=torch.long)
         lens = torch.ones(len(words), dtype=torch.long)
         for k, w in enumerate(words):
-            seq = [index.get(c, 1) for c in w[:MAX_WORD_CHARS]] if k >= dictionary.nspecial else [1]
-            seq = seq or [1]
+            seq = self.alphabet.encode(w) if k >= dictionary.nspecial else [UNK]
             ids[k, : len(seq)] = torch.tensor(seq)
             lens[k] = len(seq)
         self.register_buffer("char_ids", ids, persistent=False)
         self.register_buffer("char_lens", lens, persistent=False)
-        self.embed = nn.Embedding(len(chars) + 2, embed_dim, padding_idx=0)
+        self.embed = nn.Embedding(len(self.alphabet), embed_dim, padding_idx=PAD)
         self.rnn = nn.LSTM(embed_dim, hidden, batch_first=True, bidirectional=True)
         self.output_dim = 2 * hidden
 
-    def forward(self, src_tokens):
-        uniq, inverse = torch.unique(src_tokens, return_inverse=True)
-        lens = self.char_lens[uniq]
-        ids = self.char_ids[uniq][:, : int(lens.max())]
+    def forward(self, src_tokens, src_chars=None):
+        if src_chars is None:
+            uniq, inverse = torch.unique(src_tokens, return_inverse=True)
+            lens = self.char_lens[uniq]
+            ids = self.char_ids[uniq][:, : int(lens.max())]
+        else:
+            rows = src_chars.reshape(-1, src_chars.size(-1))
+            if rows.size(0) == 0:
+                return src_chars.new_zeros(*src_tokens.shape, self.output_dim, dtype=self.embed.weight.dtype)
+            empty = rows.ne(PAD).sum(1).eq(0)  # padding positions (and any empty word): the unknown character
+            rows = torch.cat([torch.where(empty, UNK, rows[:, 0]).unsqueeze(1), rows[:, 1:]], dim=1)
+            ids, inverse = torch.unique(rows, dim=0, return_inverse=True)
+            lens = ids.ne(PAD).sum(1)
+            ids = ids[:, : int(lens.max())]
+            inverse = inverse.view(src_tokens.shape)
         packed = nn.utils.rnn.pack_padded_sequence(self.embed(ids), lens.cpu(), batch_first=True, enforce_sorted=False)
         _, (h, _) = self.rnn(packed)
         rep = torch.cat([h[0], h[1]], dim=-1)  # (U, 2H)
         return rep[inverse]
+
+    def upgrade_state_dict_named(self, state_dict, name):
+        """A checkpoint whose character embedding predates the case variants of the alphabet (trained with
+        ``--lowercase`` on lowercased characters): each variant starts as its lowercase character's row, so
+        the model scores original-case words as it scored their lowercase forms."""
+        key = f"{name}.embed.weight" if name else "embed.weight"
+        w = state_dict.get(key)
+        if w is None or w.size(0) != self.alphabet.base_size or len(self.alphabet) == w.size(0):
+            return
+        rows = torch.zeros(len(self.alphabet) - w.size(0), w.size(1), dtype=w.dtype)
+        for v, low in self.alphabet.variant_folds():
+            rows[v - w.size(0)] = w[low]
+        state_dict[key] = torch.cat([w, rows], dim=0)
 
 
 class RNNArchitecture(nn.Module):
@@ -230,7 +265,8 @@ class SequenceTaggerModel(BaseFairseqModel):
         chars = None
         input_dim = args.embed_dim
         if args.char_embed_dim:
-            chars = CharEncoder(words, args.char_embed_dim, args.char_hidden)
+            alphabet = task.char_alphabet() if hasattr(task, "char_alphabet") else None
+            chars = CharEncoder(words, args.char_embed_dim, args.char_hidden, alphabet)
             input_dim += chars.output_dim
         crf = None
         if args.tagger_core in ("hnmc", "hnmc2", "hnmc_cn"):
@@ -246,24 +282,25 @@ class SequenceTaggerModel(BaseFairseqModel):
                 crf = LinearChainCRF(n_tags, allowed, start, end)
         return cls(args, embed, core, words.pad(), chars, crf)
 
-    def features(self, src_tokens):
-        """Word embeddings (with character features when configured), after dropout: (B, T, D)."""
+    def features(self, src_tokens, src_chars=None):
+        """Word embeddings (with character features when configured, from ``src_chars`` (B, T, C) when
+        given, else from the dictionary strings; see :class:`CharEncoder`), after dropout: (B, T, D)."""
         x = self.embed(src_tokens)
         if getattr(self, "chars", None) is not None:
-            x = torch.cat([x, self.chars(src_tokens)], dim=-1)
+            x = torch.cat([x, self.chars(src_tokens, src_chars)], dim=-1)
         return self.dropout(x)
 
-    def _scores(self, src_tokens, src_lengths=None):
+    def _scores(self, src_tokens, src_lengths=None, src_chars=None):
         mask = src_tokens.ne(self.padding_idx)
         if src_lengths is None:
             src_lengths = mask.sum(1)
-        x = self.features(src_tokens)
+        x = self.features(src_tokens, src_chars)
         if self.core_kind.startswith("hnmc"):
             return self.core(x, mask), mask
         return self.core(x, src_lengths), mask
 
-    def forward(self, src_tokens, src_lengths=None, **kwargs):
-        out, mask = self._scores(src_tokens, src_lengths)
+    def forward(self, src_tokens, src_lengths=None, src_chars=None, **kwargs):
+        out, mask = self._scores(src_tokens, src_lengths, src_chars)
         if getattr(self, "crf", None) is not None:
             return self.crf.marginals(out, mask)  # log p(y_t | x) under the CRF
         return out
@@ -272,33 +309,33 @@ class SequenceTaggerModel(BaseFairseqModel):
     def has_sequence_nll(self):
         return getattr(self, "crf", None) is not None
 
-    def sequence_nll(self, src_tokens, src_lengths, target):
+    def sequence_nll(self, src_tokens, src_lengths, target, src_chars=None):
         """-log p(target | x) per sentence (B,) under the CRF (``bilstm_crf_tagger`` only)."""
         if getattr(self, "crf", None) is None:
             raise ValueError(f"{self.core_kind}_tagger has no sequence NLL (token NLL only)")
-        emissions, mask = self._scores(src_tokens, src_lengths)
+        emissions, mask = self._scores(src_tokens, src_lengths, src_chars)
         return self.crf.nll(emissions, target.masked_fill(~mask, 0), mask)
 
-    def constrained_viterbi(self, src_tokens, src_lengths=None, constraints=None):
+    def constrained_viterbi(self, src_tokens, src_lengths=None, constraints=None, src_chars=None):
         """The best tag path (B, T) (-1 on padding) under the model's own sequence scores with the tag
         scheme's ``constraints`` (``(allowed, start, end)``): the CRF's Viterbi (``bilstm_crf_tagger``),
         the last chain's Viterbi (HNMC architectures 1 and 3); None for the other taggers (the caller then
         decodes their per-token log-probabilities under the constraints)."""
         if getattr(self, "crf", None) is not None:
-            emissions, mask = self._scores(src_tokens, src_lengths)
+            emissions, mask = self._scores(src_tokens, src_lengths, src_chars)
             return self.crf.decode(emissions, mask, constraints)[1]
         if self.core_kind.startswith("hnmc") and self.args.tagger_architecture in (1, 3):
-            return self.viterbi(src_tokens, src_lengths, constraints)[1]
+            return self.viterbi(src_tokens, src_lengths, constraints, src_chars)[1]
         return None
 
-    def viterbi(self, src_tokens, src_lengths=None, constraints=None):
+    def viterbi(self, src_tokens, src_lengths=None, constraints=None, src_chars=None):
         """The best tag path (B, T) (-1 on padding) of an HNMC tagger whose last chain's states are the
         tags (architectures 1 and 3), decoded over the chain's own potentials (plus ``constraints``, a tag
         scheme's ``(allowed, start, end)``, added to them); ``(score, path)``."""
         if not self.core_kind.startswith("hnmc"):
             raise ValueError(f"{self.core_kind} has no chain over the tags: no Viterbi path")
         mask = src_tokens.ne(self.padding_idx)
-        return self.core.viterbi(self.features(src_tokens), mask, constraints)
+        return self.core.viterbi(self.features(src_tokens, src_chars), mask, constraints)
 
     def max_positions(self):
         return None

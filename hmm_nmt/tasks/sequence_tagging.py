@@ -39,7 +39,12 @@ Model contract (what a tagger built for this task must honour; ``iohmm_tagger`` 
   criterion and ``scripts/tag.py`` never predict the special ones).
 * ``model(src_tokens, src_lengths)`` takes ``src_tokens`` (B, T) word indices, right padded with
   ``source_dictionary.pad()``, no BOS/EOS, and ``src_lengths`` (B,), and returns a tensor (B, T, n_tags)
-  of log-probabilities or logits (values at padded positions are ignored).
+  of log-probabilities or logits (values at padded positions are ignored). When the task's args ask for
+  character features (``--char-embed-dim``), the batches also carry ``src_chars`` (B, T, C): the character
+  ids of each token's raw word (original casing, also with ``--lowercase``; unseen words included) over the
+  word dictionary's alphabet (:mod:`hmm_nmt.data.chars`, :meth:`SequenceTaggingTask.char_alphabet`), right
+  padded with 0, aligned with ``src_tokens``; a model then takes ``src_chars=None`` as a keyword argument
+  of ``forward`` (and of ``sequence_nll``/``constrained_viterbi`` if it has them).
 * ``model.get_normalized_probs(net_output, log_probs)`` turns that output into (log-)probabilities;
   :class:`fairseq.models.BaseFairseqModel`'s default (a log-softmax of a tensor output) does, and is
   the identity on outputs that already are log-probabilities.
@@ -58,12 +63,37 @@ from fairseq.data import Dictionary, LanguagePairDataset, ListDataset
 from fairseq.tasks import LegacyFairseqTask, register_task
 
 from hmm_nmt.data import tag_schemes as ts
+from hmm_nmt.data.chars import CharAlphabet, collate_chars
 from hmm_nmt.data.conll import CoNLLFormatError, check_column, conllu_column, read_conll, read_conllu, split_dev
 from hmm_nmt.data.entity_eval import is_entity_tagset
 
 logger = logging.getLogger(__name__)
 
 _SUFFIXES = ("", ".txt", ".conll", ".bio")
+
+
+class CharLanguagePairDataset(LanguagePairDataset):
+    """A ``LanguagePairDataset`` whose items also carry the sentence's character ids ``chars`` (T, C) and
+    whose batches ``net_input["src_chars"]`` (B, T, C), in the collater's (length-sorted) sentence order,
+    right padded with 0 (C: the longest word of the batch, at most ``MAX_WORD_CHARS``)."""
+
+    def __init__(self, *args, chars, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.chars = chars
+
+    def __getitem__(self, index):
+        item = super().__getitem__(index)
+        item["chars"] = self.chars[index]
+        return item
+
+    def collater(self, samples, pad_to_length=None):
+        res = super().collater(samples, pad_to_length=pad_to_length)
+        if not res:
+            return res
+        by_id = {s["id"]: s["chars"] for s in samples}
+        src = res["net_input"]["src_tokens"]
+        res["net_input"]["src_chars"] = collate_chars([by_id[i] for i in res["id"].tolist()], src.size(1))
+        return res
 
 
 def is_bio_tagset(tags):
@@ -114,6 +144,32 @@ class SequenceTaggingTask(LegacyFairseqTask):
         if not is_entity_tagset(tag_dict.symbols[tag_dict.nspecial:]):
             self.data_scheme = self.train_scheme = None
         self.bio = self.train_scheme is not None  # entity/chunk tags: span metrics apply
+        self._alphabet = None
+
+    # ---------------------------------------------------------------- characters
+    @property
+    def needs_chars(self):
+        """True when the model has character features (``--char-embed-dim``): datasets then carry
+        ``src_chars``."""
+        return bool(getattr(self.args, "char_embed_dim", 0) or 0)
+
+    def char_alphabet(self):
+        """The character alphabet of the word dictionary (:class:`hmm_nmt.data.chars.CharAlphabet`); with
+        ``--lowercase`` it also holds the case variants of those characters, since the characters are read
+        from the original casing (the word lookup alone is lowercased)."""
+        if self._alphabet is None:
+            self._alphabet = CharAlphabet.from_dictionary(self.word_dict,
+                                                          case_variants=bool(getattr(self.args, "lowercase", False)))
+        return self._alphabet
+
+    def encode_chars(self, words_per_sentence):
+        """Per sentence, the (T, C) character ids of its raw words (original casing)."""
+        alphabet = self.char_alphabet()
+        return [alphabet.words_to_tensor(ws) for ws in words_per_sentence]
+
+    def batch_chars(self, words_per_sentence, num_tokens=None):
+        """``src_chars`` (B, T, C) of a batch of raw word lists, in their order."""
+        return collate_chars(self.encode_chars(words_per_sentence), num_tokens)
 
     # ---------------------------------------------------------------- columns and schemes
     @staticmethod
@@ -300,26 +356,35 @@ class SequenceTaggingTask(LegacyFairseqTask):
         unk_tags = sum(int((t == self.tag_dict.unk()).sum()) for t in tgt)
         if unk_tags:
             logger.warning(f"{path} [{split}]: {unk_tags} tags not seen in training (counted as errors)")
-        self.datasets[split] = self.build_dataset(src, tgt)
+        chars = None
+        if self.needs_chars:
+            chars = self.encode_chars([s.column(self.word_column) for s in sents])
+        self.datasets[split] = self.build_dataset(src, tgt, chars)
         logger.info(f"{path} [{split}]: {len(src)} sentences, {sum(len(s) for s in src)} tokens")
 
-    def build_dataset(self, src, tgt=None):
+    def build_dataset(self, src, tgt=None, chars=None):
+        """The dataset of encoded sentences; with ``chars`` (per sentence, (T, C) character ids, see
+        :meth:`encode_chars`) its batches also carry ``net_input["src_chars"]``."""
         import numpy as np
 
         sizes = np.array([len(s) for s in src], dtype=np.int64)
-        return LanguagePairDataset(
+        cls, extra = (LanguagePairDataset, {}) if chars is None else (CharLanguagePairDataset, {"chars": chars})
+        return cls(
             ListDataset(src, sizes), sizes, self.word_dict,
             ListDataset(tgt, sizes) if tgt is not None else None, sizes if tgt is not None else None,
-            self.tag_dict, left_pad_source=False, left_pad_target=False, input_feeding=False,
+            self.tag_dict, left_pad_source=False, left_pad_target=False, input_feeding=False, **extra,
         )
 
-    def build_dataset_for_inference(self, src_tokens, src_lengths, **kwargs):
+    def build_dataset_for_inference(self, src_tokens, src_lengths, src_words=None, **kwargs):
+        """Batches of ``src_tokens``; with ``src_words`` (the raw words of each sentence) they also carry
+        ``src_chars`` (without, a tagger with character features reads the dictionary strings)."""
         import numpy as np
 
-        return LanguagePairDataset(
-            ListDataset(src_tokens, np.array(src_lengths)), src_lengths, self.word_dict,
-            left_pad_source=False, input_feeding=False,
-        )
+        sizes = np.array(src_lengths)
+        chars = self.encode_chars(src_words) if src_words is not None else None
+        cls, extra = (LanguagePairDataset, {}) if chars is None else (CharLanguagePairDataset, {"chars": chars})
+        return cls(ListDataset(src_tokens, sizes), src_lengths, self.word_dict,
+                   left_pad_source=False, input_feeding=False, **extra)
 
     def max_positions(self):
         return (self.args.max_source_positions, self.args.max_source_positions)
