@@ -34,6 +34,9 @@ DICTS = {
     "dict.words.txt": [f"w{i}" for i in range(12)],  # sequence_tagging words
     "dict.tags.txt": ["DT", "NN", "VB", "JJ", "IN"],  # sequence_tagging tags
     "dict.txt": [f"a{i}" for i in range(12)],  # language_modeling
+    # the agreement models need one joined dictionary (the reverse batch swaps the token rows)
+    "dict.jsrc.txt": [f"j{i}" for i in range(11)],
+    "dict.jtgt.txt": [f"j{i}" for i in range(11)],
 }
 # word clusters ("word cluster" lines) for hmm_lm and vlhmm_tagger; other symbols are spread round robin
 CLUSTER_FILES = {
@@ -47,6 +50,8 @@ _TR = ["-s", "src", "-t", "tgt", "--encoder-layers", "1", "--encoder-embed-dim",
        "--decoder-attention-heads", "2", "--dropout", "0.0", "--max-source-positions", "64",
        "--max-target-positions", "64"]
 _DHMM = _TR + ["--decoder-layers", "2", "--criterion", "dhmm_label_smoothed_cross_entropy", "--label-smoothing", "0.1"]
+_AGREE = ["-s", "jsrc", "-t", "jtgt"] + _TR[4:] + ["--decoder-layers", "2", "--criterion", "dhmm_agreement",
+                                                  "--label-smoothing", "0.1", "--agreement-weight", "0.5"]
 _LS = _TR + ["--decoder-layers", "1", "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1"]
 _TAG = ["--task", "sequence_tagging", "--embed-dim", "8", "--dropout", "0.0"]
 _CORE = _TAG + ["--hidden-size", "6", "--num-layers", "1", "--criterion", "tagging_cross_entropy"]
@@ -61,6 +66,9 @@ FIXTURES = {
     "transformer_dhmm_layers_all": ("dhmm", "transformer_dhmm", _DHMM + ["--dhmm-layers", "all"]),
     "transformer_dhmm_first_order": ("dhmm", "transformer_dhmm_first_order", _DHMM + ["--max-jump", "3"]),
     "transformer_dhmm_iwslt_de_en": ("dhmm", "transformer_dhmm_iwslt_de_en", _DHMM),
+    "transformer_dhmm_agreement": ("dhmm", "transformer_dhmm_agreement", _AGREE),
+    "transformer_dhmm_first_order_agreement": ("dhmm", "transformer_dhmm_first_order_agreement",
+                                               _AGREE + ["--max-jump", "3", "--agreement", "mul"]),
     "transformer_hnmc": ("translation", "transformer_hnmc", _LS + ["--hnmc-states", "4"]),
     "transformer_hnmc_chain": ("translation", "transformer_hnmc",
                                _LS + ["--hnmc-states", "4", "--hnmc-decoder", "chain", "--hnmc-activation", "melu"]),

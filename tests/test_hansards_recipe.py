@@ -147,11 +147,13 @@ def test_run_sh_help_and_errors(tmp_path):
 
 
 def test_run_sh_end_to_end_tiny(tmp_path):
-    """Raw files -> AER table with a first-order model trained for a few updates in both directions."""
+    """Raw files -> AER table with a first-order model trained for a few updates in both directions, and the
+    agreement model (agree1) started from it (--init-from), trained once for both, split and aligned alike."""
     _write_local(tmp_path / "local")
     work = tmp_path / "work"
     cmd = [RUN, "--local", str(tmp_path / "local"), "--work", str(work), "--train-lines", "150", "--merges", "60",
-           "--models", "dhmm1", "--max-update", "3", "--embed-dim", "16", "--ffn-dim", "32", "--layers", "1",
+           "--models", "dhmm1,agree1", "--init-from", str(work / "checkpoints"), "--agreement-weight", "0.5",
+           "--max-update", "3", "--embed-dim", "16", "--ffn-dim", "32", "--layers", "1",
            "--heads", "2", "--max-tokens", "400", "--warmup", "2", "--baselines", "none"]
     p = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -173,7 +175,15 @@ def test_run_sh_end_to_end_tiny(tmp_path):
     gdfa = [r for r in test if r["method"] == "posterior" and r["symmetrize"] == "grow-diag-final-and"
             and r["choice"] == "fixed"]
     assert len(gdfa) == 1 and float(line.split()[0][4:]) == pytest.approx(gdfa[0]["AER"], abs=0.006)
+    ck = work / "checkpoints"
+    log = (ck / "agree1.en-fr" / "train.log").read_text()
+    assert "fwd initialised from" in log and "rev initialised from" in log and "agreement" in log
+    assert "'agreement_weight': 0.5" in log or "agreement_weight=0.5" in log
+    assert (ck / "agree1.split" / "fwd.pt").exists() and not (ck / "agree1.fr-en").exists()
+    assert re.match(r"AER=\S+ .* sentences=4$", (al / "agree1.gdfa.aer").read_text().strip())
+    assert {r["method"] for r in json.loads((al / "agree1.test.json").read_text())} == {"posterior", "alignment"}
     results = (work / "results.md").read_text()
+    assert "first order, agreement (joint)" in results
     assert results == p.stdout
     assert "transformer_dhmm, first order" in results and "sentences/s" in results
     # every run resumes: a second call retrains nothing; with the baselines on it adds eflomal and fast_align

@@ -5,13 +5,17 @@
 #   examples/hansards/run.sh [--local DIR] [--work DIR] [--train-lines N] [--merges M] [--models LIST]
 #       [--max-update U] [--embed-dim D] [--ffn-dim F] [--layers L] [--heads H] [--max-tokens T] [--lr LR]
 #       [--warmup W] [--dropout P] [--threads N] [--baselines eflomal,fast_align|none] [--gpu] [--seed S]
-#       [-- more fairseq-train options]
+#       [--agreement-weight W] [--init-from DIR] [-- more fairseq-train options]
 #
 # Steps (each skipped when its output exists, so an interrupted run resumes): normalize.py (sacremoses,
 # lower case, accents stripped, French contractions/elisions decomposed as the gold does; the gold's words
 # untouched) -> joint subword-nmt BPE learned on the training text -> fairseq-preprocess (one joined
 # dictionary, both directions) -> fairseq-train en->fr and fr->en of each model in --models (dhmm0: zero
-# order transformer_dhmm, dhmm1: first order, transformer: attention baseline) -> scripts/align_variants.py on
+# order transformer_dhmm, dhmm1: first order, transformer: attention baseline; agree1: first order, both
+# directions trained once jointly with --criterion dhmm_agreement --agreement-weight W, alignment by agreement,
+# then split into en->fr and fr->en checkpoints by python -m alignment.split_agreement; with --init-from DIR it
+# starts from DIR/dhmm1.en-fr/checkpoint_last.pt and DIR/dhmm1.fr-en/checkpoint_last.pt, e.g. this run's own
+# WORK/checkpoints, the dhmm1 models then being trained first) -> scripts/align_variants.py on
 # the trial pairs (every link variant; the best of each family chosen there) and the chosen + fixed variants
 # on the test pairs -> one timed hmm-nmt-align --rev-path --symmetrize grow-diag-final-and run per model
 # (sentences/s of the bidirectional alignment; scored by hmm-nmt-aer --gold-one-based) -> eflomal and
@@ -35,6 +39,7 @@ need() { [[ $# -ge 2 && -n "$2" ]] || die "$1 needs a value"; }
 LOCAL="$REPO/../shared/data/hansards_enfr" WORK="runs/hansards" TRAIN_LINES="" MERGES=2000
 MODELS="dhmm0,dhmm1,transformer" MAX_UPDATE=1200 EMBED=128 FFN=512 LAYERS=2 HEADS=4 MAX_TOKENS=2048 LR=2e-3
 WARMUP=200 DROPOUT=0.1 THREADS=${OMP_NUM_THREADS:-1} BASELINES="eflomal,fast_align" GPU=0 SEED=1 EXTRA=()
+AGREEMENT_WEIGHT=1.0 INIT_FROM=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --local) need "$@"; LOCAL="${2%/}"; shift 2 ;;
@@ -54,6 +59,8 @@ while [[ $# -gt 0 ]]; do
     --threads) need "$@"; THREADS="$2"; shift 2 ;;
     --baselines) need "$@"; BASELINES="$2"; shift 2 ;;
     --seed) need "$@"; SEED="$2"; shift 2 ;;
+    --agreement-weight) need "$@"; AGREEMENT_WEIGHT="$2"; shift 2 ;;
+    --init-from) need "$@"; INIT_FROM="${2%/}"; shift 2 ;;
     --gpu) GPU=1; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     --) shift; EXTRA=("$@"); break ;;
@@ -64,8 +71,14 @@ done
 [[ -z "$TRAIN_LINES" || "$TRAIN_LINES" =~ ^[1-9][0-9]*$ ]] || die "--train-lines must be a positive integer"
 IFS=, read -r -a MODEL_LIST <<< "$MODELS"
 for m in "${MODEL_LIST[@]}"; do
-  case "$m" in dhmm0|dhmm1|transformer) ;; *) die "--models: unknown model '$m' (dhmm0, dhmm1, transformer)" ;; esac
+  case "$m" in dhmm0|dhmm1|transformer|agree1) ;; *) die "--models: unknown model '$m' (dhmm0, dhmm1, transformer, agree1)" ;; esac
 done
+[[ "$AGREEMENT_WEIGHT" =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]] || die "--agreement-weight must be a number >= 0"
+if [[ -n "$INIT_FROM" && ",$MODELS," != *,dhmm1,* ]]; then  # checkpoints of an earlier run: they must exist now
+  for d in en-fr fr-en; do
+    [[ -f "$INIT_FROM/dhmm1.$d/checkpoint_last.pt" ]] || die "--init-from $INIT_FROM: no dhmm1.$d/checkpoint_last.pt"
+  done
+fi
 export OMP_NUM_THREADS="$THREADS"
 CPU=(--cpu); [[ $GPU -eq 1 ]] && CPU=()
 DATA="$WORK/data" BPE="$WORK/bpe" DBIN="$WORK/bin" CK="$WORK/checkpoints" AL="$WORK/align"
@@ -133,6 +146,10 @@ train() {  # model src tgt
     dhmm1) model_args=(--user-dir "$REPO/hmm_nmt" --arch transformer_dhmm_first_order --alignment-order 1
              --criterion dhmm_label_smoothed_cross_entropy) ;;
     transformer) model_args=(--arch transformer --criterion label_smoothed_cross_entropy) ;;
+    agree1) model_args=(--user-dir "$REPO/hmm_nmt" --arch transformer_dhmm_first_order_agreement --alignment-order 1
+              --criterion dhmm_agreement --agreement-weight "$AGREEMENT_WEIGHT")
+            [[ -n "$INIT_FROM" ]] && model_args+=(--init-fwd "$INIT_FROM/dhmm1.en-fr/checkpoint_last.pt"
+              --init-rev "$INIT_FROM/dhmm1.fr-en/checkpoint_last.pt") ;;
   esac
   if [[ -f "$dir/done" ]]; then return; fi
   mkdir -p "$dir"
@@ -143,12 +160,23 @@ train() {  # model src tgt
       tail -20 "$dir/train.log" >&2; die "fairseq-train $m $s->$t failed (log: $dir/train.log)"; }
   echo "$((SECONDS - t0))" > "$dir/done"
 }
-for m in "${MODEL_LIST[@]}"; do train "$m" en fr; train "$m" fr en; done
+for m in "${MODEL_LIST[@]}"; do [[ $m == agree1 ]] || { train "$m" en fr; train "$m" fr en; }; done
+if [[ ",$MODELS," == *,agree1,* ]]; then  # after dhmm1, which --init-from may name
+  [[ -z "$INIT_FROM" ]] || for d in en-fr fr-en; do
+    [[ -f "$INIT_FROM/dhmm1.$d/checkpoint_last.pt" ]] || die "--init-from $INIT_FROM: no dhmm1.$d/checkpoint_last.pt"
+  done
+  train agree1 en fr  # both directions at once: en->fr is the task's direction, fr->en the reverse sub-model
+  if [[ ! -f "$CK/agree1.split/rev.pt" ]]; then
+    "$PYTHON" -m alignment.split_agreement "$CK/agree1.en-fr/checkpoint_last.pt" --out-dir "$CK/agree1.split" \
+      --source-lang en --target-lang fr > /dev/null || die "splitting $CK/agree1.en-fr/checkpoint_last.pt failed"
+  fi
+fi
 
 # ------------------------------------------------------------------------------------------- 4. align + score
 GOLD_ARGS=(--gold-one-based)
 for m in "${MODEL_LIST[@]}"; do
   fwd="$CK/$m.en-fr/checkpoint_last.pt" rev="$CK/$m.fr-en/checkpoint_last.pt"
+  [[ $m == agree1 ]] && fwd="$CK/agree1.split/fwd.pt" rev="$CK/agree1.split/rev.pt"
   methods="posterior,alignment"; [[ $m == transformer ]] && methods="attention"
   if [[ ! -f "$AL/$m.test.json" ]]; then
     log "$m: every link variant on the trial pairs"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """The AER table of ``examples/hansards/run.sh`` (markdown on stdout) from the files it wrote under WORK.
 
-    python examples/hansards/table.py --work runs/hansards [--models dhmm0,dhmm1,transformer]
+    python examples/hansards/table.py --work runs/hansards [--models dhmm0,dhmm1,transformer,agree1]
 """
 import argparse
 import json
@@ -10,7 +10,7 @@ import re
 import sys
 
 LABELS = {"dhmm0": "transformer_dhmm, zero order", "dhmm1": "transformer_dhmm, first order",
-          "transformer": "transformer"}
+          "transformer": "transformer", "agree1": "transformer_dhmm, first order, agreement (joint)"}
 
 
 def _variant(r):
