@@ -207,12 +207,23 @@ def main(argv=None):
     print(report(runs, task_specs, args))
 
 
+def data_description(name, args):
+    """Which files a task reads (its dev split, and its test split with --test)."""
+    if name not in DATASETS:
+        return f"{name}: {args.data}, dev {args.dev_fraction:.0%} carved (seed {args.dev_seed})"
+    opts = DATASETS[name][1]
+    files = [os.path.basename(opts[opts.index(flag) + 1]) for flag in ("--train-file", "--valid-file")]
+    if args.test and name in TEST_FILES:
+        files.append(os.path.basename(TEST_FILES[name]))
+    return f"{name}: " + ", ".join(files)
+
+
 def report(runs, task_specs, args):
     models = [(m, label) for m, label in MODELS if m in args.models]
     lines = [f"CPU: {cpu_name()}; {args.threads} torch thread(s); decoding {args.decoding}"
              + (f"; early stopping: patience {args.patience}, at most {args.epochs} epochs" if args.patience else ""),
-             f"data: {args.data}; first {args.train_sentences or 'all'} training sentences after carving "
-             f"{args.dev_fraction:.0%} dev (seed {args.dev_seed}); embed {args.embed_dim}, hidden {args.hidden_size}, "
+             "data: " + "; ".join(data_description(name, args) for name, _, _ in task_specs),
+             f"first {args.train_sentences or 'all'} training sentences; embed {args.embed_dim}, hidden {args.hidden_size}, "
              f"Adam lr {args.lr}, batch {args.batch_size}, {args.epochs} epochs, seeds {args.seeds}", ""]
     def score_rows(arch, field):
         rows = []
