@@ -70,6 +70,15 @@ def test_generate_loads_checkpoint_and_prints_alignments(trained, toy):
     assert "weights_only" not in proc.stderr
 
 
+def test_generate_translates_every_sentence_of_a_set_not_a_multiple_of_8(trained, toy):
+    """fairseq 0.12 drops the last batch when it is not a multiple of --required-batch-size-multiple (8):
+    the 60 valid sentences would come out as 56 (hmm_nmt.compat.batch_tail)."""
+    _, save, _ = trained
+    proc = fairseq("generate", str(toy / "bin"), "--user-dir", USER_DIR, "--path", str(save / "checkpoint_best.pt"),
+                   "--gen-subset", "valid", "--beam", "2", "--batch-size", "16")
+    assert sorted(int(i) for i in re.findall(r"^H-(\d+)\t", proc.stdout, re.M)) == list(range(60))
+
+
 def test_interactive_translates_and_refuses_empty_line(trained, toy):
     _, save, _ = trained
     first = open(toy / "raw" / "test.src").readline()

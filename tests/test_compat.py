@@ -42,3 +42,24 @@ def test_every_patch_is_guarded(name):
 
     module = importlib.import_module(f"hmm_nmt.compat.{name}")
     assert module.install.__wrapped__.__module__ == module.__name__ and hasattr(module, "_installed")
+
+
+def test_evaluation_batches_keep_the_tail_fairseq_drops():
+    """fairseq#5036: 447 sentences in batches of <= 32, multiple 8 -> fairseq keeps 440; evaluation keeps all."""
+    import numpy as np
+    from fairseq.data import data_utils
+
+    import hmm_nmt  # noqa: F401
+    from hmm_nmt.compat import batch_tail
+
+    indices = np.random.RandomState(0).permutation(447).astype(np.int64)
+    batches = data_utils.batch_by_size(indices, lambda i: 10, max_sentences=32, required_batch_size_multiple=8)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(447))
+    assert np.concatenate(batches).tolist() == indices.tolist()  # order kept: the tail is the end
+    with batch_tail.training_batches():  # the training iterator: fairseq's batches, unchanged
+        train = data_utils.batch_by_size(indices, lambda i: 10, max_sentences=32, required_batch_size_multiple=8)
+    assert sum(len(b) for b in train) == 440
+    assert all(np.array_equal(a, b) for a, b in zip(train, batches))
+    gen = (int(i) for i in indices[:7])  # an iterator of indices, as fairseq also accepts
+    assert [b.tolist() for b in data_utils.batch_by_size(gen, lambda i: 10, max_sentences=32,
+                                                           required_batch_size_multiple=8)] == [indices[:7].tolist()]
