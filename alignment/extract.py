@@ -33,7 +33,9 @@ it is taken to continue a word (:mod:`alignment.subword`), which never produces 
 
 Links: ``--links`` chooses the decision on each matrix (:mod:`alignment.links`: argmax, mutual, union,
 threshold:T); ``--rev-path`` adds the target-to-source model, merged before the decision (``prod``,
-``mean``) or after it (the atools heuristics of :mod:`alignment.symmetrize`).
+``mean``) or after it (the atools heuristics of :mod:`alignment.symmetrize`). ``--pool words`` pools each
+matrix from pieces to words (:func:`wordalign.links.pool_words`) before all of that, instead of deciding on
+the pieces and linking two words when any of their pieces are (``--pool pieces``, the default).
 
 This module is the command line; the work is done by, and its names re-exported from, the model layer's
 :mod:`hmm_nmt.aligner` (matrices dispatched to the model's ``alignment_matrices`` or the attention path,
@@ -60,7 +62,7 @@ from hmm_nmt.aligner.matrices import (  # noqa: F401
     unavailable,
 )
 from hmm_nmt.aligner.pairs import EncodedPair, align_encoded, encode_pair, pair_dataset, too_long  # noqa: F401
-from wordalign.links import SOFT, LinkOptions, argmax_links, parse_decision, sentence_word_links  # noqa: F401
+from wordalign.links import POOLS, SOFT, LinkOptions, argmax_links, parse_decision, sentence_word_links  # noqa: F401
 from wordalign.segment import load_segmenter
 from wordalign.symmetrize import METHODS as HARD_SYMMETRIZATIONS
 
@@ -120,6 +122,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --rev-path: prod or mean combine the two directions' matrices before --links (soft); "
                         "the atools heuristics merge the two directions' links after it (default: grow-diag, the "
                         "best on the toy dev set)")
+    p.add_argument("--pool", choices=list(POOLS), default="pieces",
+                   help="pieces (default): --links and --symmetrize work on the subword-piece matrices and two words "
+                        "are linked when any of their pieces are; words: each direction's matrix is first pooled to "
+                        "words (per target word, the mean over its pieces of the probability summed over the pieces "
+                        "of each source word), then --links/--symmetrize decide on the words (not with --null-eos)")
     p.add_argument("--layers", metavar="L1,L2", help="attention: 1-based decoder layers to average "
                                                     "(default: the last two, e.g. 5,6 of 6)")
     p.add_argument("--bpe", choices=sorted(BPE_STYLES),
@@ -162,6 +169,9 @@ def _check_args(args) -> Tuple[List[str], LinkOptions]:
         raise ExtractionError(f"--links: {e}") from None
     if args.null_eos and decision != "argmax":
         raise ExtractionError("--null-eos applies to --links argmax only")
+    if args.null_eos and args.pool == "words":
+        raise ExtractionError("--null-eos does not apply to --pool words: the pooled word matrix has no EOS column "
+                              "(its argmax is over the real source words); use --pool pieces")
     if args.symmetrize and not args.rev_path:
         raise ExtractionError("--symmetrize needs --rev-path (the target-to-source checkpoint)")
     sym = (args.symmetrize or "grow-diag") if args.rev_path else None
@@ -194,7 +204,7 @@ def _check_args(args) -> Tuple[List[str], LinkOptions]:
         if args.bpe_codes or args.spm_model:
             raise ExtractionError("--bpe-codes/--spm-model are for text input (--src-text/--tgt-text); binarized "
                                   "input takes --bpe subword_nmt|sentencepiece")
-    return methods, LinkOptions(decision, threshold, args.null_eos, sym)
+    return methods, LinkOptions(decision, threshold, args.null_eos, sym, args.pool)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -254,7 +264,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         desc += f", both directions merged by {opts.symmetrize}"
     sys.stderr.write(f"{p.prog}: {stats['sentences']} sentences ({stats['empty']} with an empty side"
                      + (f", {len(line_errors)} too long, left empty" if line_errors else "")
-                     + f"), {stats['links']} word links, method {desc}, links {args.links}\n")
+                     + f"), {stats['links']} word links, method {desc}, links {args.links}"
+                     + (", pooled to words" if opts.pool == "words" else "") + "\n")
     return 1 if line_errors else 0
 
 

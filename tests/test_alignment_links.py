@@ -4,7 +4,7 @@ import random
 import numpy as np
 import pytest
 
-from alignment.extract import LinkOptions, sentence_word_links
+from alignment.extract import LinkOptions, argmax_links, sentence_word_links
 from alignment.links import decide, parse_decision, soft_combine
 from alignment.subword import subword_to_word_links, word_index
 from alignment.symmetrize import symmetrize
@@ -128,3 +128,190 @@ def test_unk_never_moves_a_piece_past_its_word(style):
         assert guess == sorted(guess) and guess[0] == 0 and max(guess) < n
         if "<unk>" not in unk:
             assert guess == owner
+
+
+# ------------------------------------------------------------------------------------ pooling to words
+# "il a écrit" / "he has wri@@ t@@ ten": source words he, has, written (3 pieces); target pieces
+# il, écr@@, it (target words il, écrit); rows need not sum to 1 (the rest is the EOS column's mass)
+POOL_SRC, POOL_TGT = [0, 1, 2, 2, 2], [0, 1, 1]
+POOL_M = np.array([[0.80, 0.05, 0.05, 0.05, 0.00],
+                   [0.10, 0.10, 0.30, 0.20, 0.20],   # écr@@: 0.3 + 0.2 + 0.2 = 0.7 inside "written"
+                   [0.05, 0.05, 0.50, 0.20, 0.10]])  # it: 0.8 inside "written"
+
+
+def _with_eos(m, rng=None):
+    """The matrix as extraction gives it: an EOS column (the row's remaining mass) and an EOS row."""
+    n_tgt, n_src = m.shape
+    out = np.zeros((n_tgt + 1, n_src + 1))
+    out[:n_tgt, :n_src] = m
+    out[:n_tgt, n_src] = 1 - m.sum(1)
+    out[n_tgt] = rng.dirichlet(np.ones(n_src + 1)) if rng is not None else 1.0 / (n_src + 1)
+    return out
+
+
+def test_pool_words_by_hand():
+    from wordalign.links import pool_words
+
+    w = pool_words(POOL_M, POOL_SRC, POOL_TGT)
+    # target word 0 (one piece): its row summed per source word; word 1 (two pieces): the mean of
+    # (0.1, 0.1, 0.7) and (0.05, 0.05, 0.8)
+    np.testing.assert_allclose(w, [[0.80, 0.05, 0.10], [0.075, 0.075, 0.75]])
+    # threshold:0.5 on the pieces misses écr@@ -> written (no piece above 0.5; "it" has 0.5, not > 0.5)
+    pieces = sentence_word_links(_with_eos(POOL_M), POOL_SRC, POOL_TGT, LinkOptions("threshold", 0.5))
+    assert pieces == [(0, 0)]
+    words = sentence_word_links(_with_eos(POOL_M), POOL_SRC, POOL_TGT, LinkOptions("threshold", 0.5, pool="words"))
+    assert words == [(0, 0), (2, 1)]
+    # a single target piece: 0.3 + 0.2 + 0.2 passes 0.5 only when pooled
+    one = POOL_M[1:2]
+    assert sentence_word_links(_with_eos(one), POOL_SRC, [0], LinkOptions("threshold", 0.5)) == []
+    assert sentence_word_links(_with_eos(one), POOL_SRC, [0], LinkOptions("threshold", 0.5, pool="words")) == [(2, 0)]
+    # the mean over target pieces, not the sum: a word of two pieces each 0.4 inside a word stays at 0.4
+    two = np.array([[0.4, 0.1], [0.4, 0.1]])
+    np.testing.assert_allclose(pool_words(two, [0, 1], [0, 0]), [[0.4, 0.1]])
+    # owners must cover the matrix; empty sentences give empty matrices
+    with pytest.raises(ValueError, match="source owner has 4 entries"):
+        pool_words(POOL_M, POOL_SRC[:4], POOL_TGT)
+    assert pool_words(np.zeros((0, 0)), [], []).shape == (0, 0)
+
+
+def test_pooled_rows_keep_the_real_source_mass():
+    """Each pooled row sums to the mean, over the target word's pieces, of their mass on the real source
+    (at most 1: the EOS column's mass is left out), for random posteriors and segmentations."""
+    from wordalign.links import pool_words
+
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        src_owner, tgt_owner = _owners(rng), _owners(rng)
+        full = rng.dirichlet(np.ones(len(src_owner) + 1), size=len(tgt_owner))  # last column: the EOS
+        m = full[:, :-1]
+        w = pool_words(m, src_owner, tgt_owner)
+        assert w.shape == (max(tgt_owner) + 1, max(src_owner) + 1)
+        expect = [m[np.asarray(tgt_owner) == iw].sum(1).mean() for iw in range(w.shape[0])]
+        np.testing.assert_allclose(w.sum(1), expect)
+        assert (w.sum(1) <= 1 + 1e-12).all() and (w >= 0).all()
+
+
+def _owners(rng, max_words=5):
+    """A random piece->word map: 1-5 words of 1-3 pieces each."""
+    return [w for w in range(int(rng.integers(1, max_words + 1))) for _ in range(int(rng.integers(1, 4)))]
+
+
+ALL_SYMS = (None, "prod", "mean", "intersect", "union", "grow-diag", "grow-diag-final", "grow-diag-final-and")
+ALL_DECISIONS = (("argmax", 0.0), ("mutual", 0.0), ("union", 0.0), ("threshold", 0.2), ("threshold", 0.45))
+
+
+def _random_pair(rng):
+    src_owner, tgt_owner = _owners(rng), _owners(rng)
+    n_src, n_tgt = len(src_owner), len(tgt_owner)
+    fwd = rng.dirichlet(np.ones(n_src + 1), size=n_tgt + 1)  # EOS row and column included
+    rev = rng.dirichlet(np.ones(n_tgt + 1), size=n_src + 1)
+    return fwd, rev, src_owner, tgt_owner
+
+
+def _pieces_reference(fwd, rev, src_owner, tgt_owner, decision, t, sym, null_eos=False):
+    """Today's piece-level links, spelt out: decide on the pieces, a word pair linked when any piece pair is."""
+    def to_words(links):
+        return sorted({(src_owner[j], tgt_owner[i]) for j, i in links})
+
+    def one(m):
+        if decision == "argmax":
+            return argmax_links(m, True, True, null_eos)
+        return decide(m[:-1, :-1], decision, t)
+
+    n_src, n_tgt = len(src_owner), len(tgt_owner)
+    if sym is None:
+        return to_words(one(fwd))
+    if sym in ("prod", "mean"):
+        return to_words(decide(soft_combine(fwd[:n_tgt, :n_src], rev[:n_src, :n_tgt], sym), decision, t))
+    return symmetrize(to_words(one(fwd)), to_words([(j, i) for i, j in one(rev)]), sym)
+
+
+def test_pool_pieces_is_todays_behaviour():
+    """pool="pieces" (the default) gives exactly the piece-level links of before, on random matrices and
+    segmentations, for every decision, symmetrization and null_eos."""
+    rng = np.random.default_rng(11)
+    for _ in range(150):
+        fwd, rev, so, to = _random_pair(rng)
+        for decision, t in ALL_DECISIONS:
+            for sym in ALL_SYMS:
+                for null_eos in ((False, True) if decision == "argmax" and sym not in ("prod", "mean") else (False,)):
+                    r = None if sym is None else rev
+                    want = _pieces_reference(fwd, rev, so, to, decision, t, sym, null_eos)
+                    assert sentence_word_links(fwd, so, to, LinkOptions(decision, t, null_eos, sym), r) == want
+                    assert sentence_word_links(fwd, so, to, LinkOptions(decision, t, null_eos, sym, "pieces"),
+                                               r) == want
+
+
+def test_pool_words_with_one_piece_per_word_changes_nothing():
+    """Identity owners (every piece a word): the pooled word matrix is the piece matrix, so pool="words"
+    gives the pieces' links for every decision and symmetrization."""
+    rng = np.random.default_rng(5)
+    for _ in range(150):
+        n_src, n_tgt = (int(x) for x in rng.integers(1, 8, size=2))
+        so, to = list(range(n_src)), list(range(n_tgt))
+        fwd = rng.dirichlet(np.ones(n_src + 1), size=n_tgt + 1)
+        rev = rng.dirichlet(np.ones(n_tgt + 1), size=n_src + 1)
+        if rng.random() < 0.3:  # ties: argmax takes the leftmost either way
+            fwd[:n_tgt, :n_src] = np.round(fwd[:n_tgt, :n_src], 1)
+        for decision, t in ALL_DECISIONS:
+            for sym in ALL_SYMS:
+                r = None if sym is None else rev
+                assert sentence_word_links(fwd, so, to, LinkOptions(decision, t, False, sym, "words"), r) == \
+                    sentence_word_links(fwd, so, to, LinkOptions(decision, t, False, sym), r), (decision, sym)
+
+
+def test_pool_words_decides_on_words_in_both_directions():
+    """With two directions the reverse matrix is pooled with the roles swapped, then merged at word level."""
+    from wordalign.links import pool_words
+
+    rng = np.random.default_rng(2)
+    for _ in range(100):
+        fwd, rev, so, to = _random_pair(rng)
+        wf = pool_words(fwd[:len(to), :len(so)], so, to)
+        wr = pool_words(rev[:len(so), :len(to)], to, so)
+        for decision, t in ALL_DECISIONS:
+            got = lambda sym: sentence_word_links(fwd, so, to, LinkOptions(decision, t, False, sym, "words"),  # noqa: E731
+                                                  None if sym is None else rev)
+            assert got(None) == decide(wf, decision, t)
+            assert got("mean") == decide(0.5 * (wf + wr.T), decision, t)
+            assert got("prod") == decide(wf * wr.T, decision, t)
+            assert got("grow-diag") == symmetrize(decide(wf, decision, t),
+                                                  [(j, i) for i, j in decide(wr, decision, t)], "grow-diag")
+
+
+def test_pool_options_are_checked():
+    with pytest.raises(ValueError, match="null_eos does not apply to pool='words'"):
+        LinkOptions(null_eos=True, pool="words")
+    with pytest.raises(ValueError, match="unknown pool 'chars'"):
+        LinkOptions(pool="chars")
+    opts = LinkOptions(pool="words")
+    opts.null_eos = True  # set after construction: still refused when used
+    with pytest.raises(ValueError, match="null_eos does not apply"):
+        sentence_word_links(_with_eos(POOL_M), POOL_SRC, POOL_TGT, opts)
+
+
+def test_cli_pool_flag_reaches_link_options(tmp_path, capsys):
+    from alignment.extract import _check_args, build_parser, main
+
+    base = ["--path", str(tmp_path / "m.pt"), "--data", str(tmp_path), "--method", "posterior"]
+    _, opts = _check_args(build_parser().parse_args(base))
+    assert opts.pool == "pieces"
+    _, opts = _check_args(build_parser().parse_args(base + ["--pool", "words", "--links", "threshold:0.4"]))
+    assert (opts.pool, opts.decision, opts.threshold) == ("words", "threshold", 0.4)
+    assert main(base + ["--pool", "words", "--null-eos", "-o", str(tmp_path / "x.align")]) == 2
+    err = capsys.readouterr().err
+    assert "hmm-nmt-align: error: --null-eos does not apply to --pool words" in err
+    assert not (tmp_path / "x.align").exists()
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(base + ["--pool", "chars"])
+    assert "--pool" in build_parser().format_help() and "pieces (default)" in build_parser().format_help()
+
+
+def test_hub_options_take_pool():
+    from hmm_nmt.aligner.hub import AlignmentHubInterface
+
+    opts = AlignmentHubInterface._options(None, "threshold:0.3", None, None, False, "words")
+    assert (opts.pool, opts.decision, opts.threshold) == ("words", "threshold", 0.3)
+    assert AlignmentHubInterface._options(None, "argmax", None, None).pool == "pieces"
+    with pytest.raises(ValueError, match="null_eos does not apply"):
+        AlignmentHubInterface._options(None, "argmax", None, None, True, "words")

@@ -27,6 +27,20 @@ With ``prod``, ``threshold:T`` keeps p_f p_r > T, so T = 0.25 corresponds to 0.5
 Sentence level (:func:`sentence_word_links`, under ``hmm-nmt-align`` and the hub's ``align``): the word links
 of one sentence pair from one direction's matrix, or two directions' merged as :class:`LinkOptions` says;
 there the matrices may still hold the EOS row and column, which :func:`argmax_links` treats as fairseq does.
+
+Pieces or words (``--pool``, :attr:`LinkOptions.pool`): by default (``pieces``) every decision and soft merge
+is taken on the *piece* matrix and the piece links are mapped to words ("two words are linked when any of
+their pieces are").  With ``words``, each direction's piece matrix is first pooled into a word matrix by
+:func:`pool_words`, and the decision, soft merge or atools heuristic is taken on the words::
+
+    W[iw, jw] = mean over the pieces i of target word iw of  sum over the pieces j of source word jw of m[i, j]
+
+The sum over source pieces is, for a posterior, the probability of the event "target piece i aligns inside
+source word jw" (the pieces of a word are disjoint events: 0.3 + 0.2 + 0.2 over ``w@@ ri@@ t@@ ten`` is 0.7,
+which passes ``threshold:0.5`` where no single piece does).  The mean over target pieces counts each piece of
+target word iw as one observation of where that word aligns, so a word row is a distribution of the same
+kind as a piece row (it sums to at most 1; the mass on the source EOS is left out).  The EOS column being
+gone, ``argmax`` is taken over the real source words and ``null_eos`` does not apply.
 """
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
@@ -37,11 +51,12 @@ from wordalign.symmetrize import symmetrize
 
 Link = Tuple[int, int]
 
-__all__ = ["DECISIONS", "SOFT", "parse_decision", "decide", "soft_combine", "argmax_links", "LinkOptions",
-           "sentence_word_links"]
+__all__ = ["DECISIONS", "SOFT", "POOLS", "parse_decision", "decide", "soft_combine", "pool_words", "argmax_links",
+           "LinkOptions", "sentence_word_links"]
 
 DECISIONS = ("argmax", "mutual", "union", "threshold")
 SOFT = ("prod", "mean")
+POOLS = ("pieces", "words")
 
 
 def parse_decision(text: str) -> Tuple[str, float]:
@@ -97,6 +112,36 @@ def soft_combine(fwd: np.ndarray, rev: np.ndarray, op: str) -> np.ndarray:
     raise ValueError(f"unknown soft symmetrization {op!r}; expected one of {', '.join(SOFT)}")
 
 
+def _owner_matrix(owner: Sequence[int], n_pieces: int, side: str) -> np.ndarray:
+    """(pieces, words) 0/1 matrix of a piece->word map (words numbered 0..max, a word may own no piece)."""
+    own = np.asarray(owner, dtype=np.int64).reshape(-1)
+    if len(own) != n_pieces:
+        raise ValueError(f"{side} owner has {len(own)} entries for {n_pieces} {side} pieces of the matrix")
+    if len(own) and own.min() < 0:
+        raise ValueError(f"{side} owner has a negative word index")
+    n_words = int(own.max()) + 1 if len(own) else 0
+    one_hot = np.zeros((n_pieces, n_words))
+    one_hot[np.arange(n_pieces), own] = 1.0
+    return one_hot
+
+
+def pool_words(matrix: np.ndarray, src_owner: Sequence[int], tgt_owner: Sequence[int]) -> np.ndarray:
+    """(target words, source words) matrix of an (I, J) piece matrix of real tokens (no EOS row or column).
+
+    ``tgt_owner[i]``/``src_owner[j]`` is the word of target piece i / source piece j.  ``W[iw, jw]`` is the
+    mean over the pieces of target word iw of the sum of ``m[i, j]`` over the pieces of source word jw
+    (the module docstring says why).  For the reverse direction's (J, I) matrix swap the owners.
+    """
+    m = np.asarray(matrix, dtype=np.float64)
+    if m.ndim != 2:
+        raise ValueError(f"expected an (I, J) matrix, got shape {m.shape}")
+    src = _owner_matrix(src_owner, m.shape[1], "source")
+    tgt = _owner_matrix(tgt_owner, m.shape[0], "target")
+    count = tgt.sum(axis=0)
+    tgt_mean = tgt / np.where(count > 0, count, 1.0)  # a word without pieces keeps a zero row
+    return tgt_mean.T @ m @ src
+
+
 # ----------------------------------------------------------------------------------------- sentences
 def argmax_links(matrix: np.ndarray, src_eos: bool = True, tgt_eos: bool = True,
                  null_eos: bool = False) -> List[Tuple[int, int]]:
@@ -125,13 +170,28 @@ class LinkOptions:
     ``decision``/``threshold``: ``argmax`` (default), ``mutual``, ``union`` or ``threshold`` with its T;
     ``null_eos``: argmax only, a target token whose argmax is the source EOS stays unaligned;
     ``symmetrize`` (with a reverse model): ``prod``/``mean`` (soft, before the decision) or an atools
-    heuristic of :mod:`wordalign.symmetrize` (after the decision, on word links).
+    heuristic of :mod:`wordalign.symmetrize` (after the decision, on word links);
+    ``pool``: ``pieces`` (default: decide on the piece matrices, a word pair is linked when any of its piece
+    pairs is) or ``words`` (pool each direction's matrix to words with :func:`pool_words` first, then decide;
+    not with ``null_eos``).
     """
 
     decision: str = "argmax"
     threshold: float = 0.0
     null_eos: bool = False
     symmetrize: Optional[str] = None
+    pool: str = "pieces"
+
+    def __post_init__(self):
+        self.check()
+
+    def check(self) -> None:
+        """ValueError for a ``pool`` that is not one of :data:`POOLS`, or ``pool="words"`` with ``null_eos``."""
+        if self.pool not in POOLS:
+            raise ValueError(f"unknown pool {self.pool!r}; expected one of {', '.join(POOLS)}")
+        if self.pool == "words" and self.null_eos:
+            raise ValueError("null_eos does not apply to pool='words': the pooled word matrix has no EOS column "
+                             "(its argmax is over the real source words)")
 
 
 def _directional(m: np.ndarray, opts: LinkOptions, eos_s: bool = True, eos_t: bool = True) -> List[Tuple[int, int]]:
@@ -148,10 +208,14 @@ def sentence_word_links(fwd: np.ndarray, src_owner: Sequence[int], tgt_owner: Se
 
     ``fwd`` (I [+ EOS], J [+ EOS]) is the source-to-target model's matrix, ``rev`` (J [+ EOS], I [+ EOS]) the
     target-to-source model's on the same pieces; ``src_owner[j]``/``tgt_owner[i]`` is the word of piece j/i.
+    With ``opts.pool == "words"`` the decisions are taken on the pooled word matrices (:func:`pool_words`).
     """
     def to_words(links):
         return sorted({(src_owner[j], tgt_owner[i]) for j, i in links})
 
+    opts.check()
+    if opts.pool == "words":
+        return _pooled_word_links(fwd, src_owner, tgt_owner, opts, rev)
     if rev is None:
         return to_words(_directional(fwd, opts, eos_s, eos_t))
     n_src, n_tgt = len(src_owner), len(tgt_owner)
@@ -161,3 +225,17 @@ def sentence_word_links(fwd: np.ndarray, src_owner: Sequence[int], tgt_owner: Se
     f = to_words(_directional(fwd, opts, eos_s, eos_t))
     r = to_words([(j, i) for i, j in _directional(rev, opts, eos_t, eos_s)])
     return symmetrize(f, r, opts.symmetrize)
+
+
+def _pooled_word_links(fwd: np.ndarray, src_owner: Sequence[int], tgt_owner: Sequence[int], opts: LinkOptions,
+                       rev: Optional[np.ndarray]) -> List[Tuple[int, int]]:
+    """:func:`sentence_word_links` with ``pool="words"``: pool, then decide (or merge) on the words."""
+    n_src, n_tgt = len(src_owner), len(tgt_owner)
+    f = pool_words(np.asarray(fwd)[:n_tgt, :n_src], src_owner, tgt_owner)
+    if rev is None:
+        return decide(f, opts.decision, opts.threshold)
+    r = pool_words(np.asarray(rev)[:n_src, :n_tgt], tgt_owner, src_owner)
+    if opts.symmetrize in SOFT:
+        return decide(soft_combine(f, r, opts.symmetrize), opts.decision, opts.threshold)
+    return symmetrize(decide(f, opts.decision, opts.threshold),
+                      [(j, i) for i, j in decide(r, opts.decision, opts.threshold)], opts.symmetrize)

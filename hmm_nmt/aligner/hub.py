@@ -81,14 +81,15 @@ class AlignmentHubInterface(GeneratorHubInterface):
             raise ValueError("word alignment needs a transformer_dhmm or a plain fairseq transformer checkpoint")
         return "posterior" if "posterior" in avail else avail[0]
 
-    def _options(self, links: str, symmetrize: Optional[str], reverse, null_eos: bool = False) -> LinkOptions:
+    def _options(self, links: str, symmetrize: Optional[str], reverse, null_eos: bool = False,
+                 pool: str = "pieces") -> LinkOptions:
         decision, threshold = parse_decision(links)
         if symmetrize and reverse is None:
             raise ValueError("symmetrize needs reverse=<hub of the target-to-source model>")
         if null_eos and decision != "argmax":
             raise ValueError("null_eos applies to links='argmax' only")
         return LinkOptions(decision, threshold, null_eos,
-                              (symmetrize or "grow-diag") if reverse is not None else None)
+                           (symmetrize or "grow-diag") if reverse is not None else None, pool)
 
     def _run(self, pairs, method, opts, layers, batch_size, reverse=None, rev_pairs=None):
         model = self.models[0]
@@ -120,7 +121,8 @@ class AlignmentHubInterface(GeneratorHubInterface):
     def align(self, src_sentences: Union[str, Sequence[str]], tgt_sentences: Union[str, Sequence[str]],
               method: Optional[str] = None, links: str = "argmax", layers: Optional[str] = None,
               reverse: Optional["AlignmentHubInterface"] = None, symmetrize: Optional[str] = None,
-              batch_size: int = 32, null_eos: bool = False) -> Union[WordAlignment, List[WordAlignment]]:
+              batch_size: int = 32, null_eos: bool = False,
+              pool: str = "pieces") -> Union[WordAlignment, List[WordAlignment]]:
         """Forced word alignment of sentence pairs (the target is given, not generated).
 
         ``method``: ``posterior`` (default for a transformer_dhmm), ``alignment``, or ``attention`` (plain
@@ -129,18 +131,20 @@ class AlignmentHubInterface(GeneratorHubInterface):
         target-to-source model, merged by ``symmetrize`` (``prod``, ``mean`` or an atools heuristic such
         as ``grow-diag``; default ``grow-diag``, chosen on the toy dev set). ``null_eos`` (argmax): a target
         word whose best source position is the EOS stays unaligned (the EOS attention sink of attention
-        models); by default the argmax is over the real source words. A single pair of strings gives a
-        single result.
+        models); by default the argmax is over the real source words. ``pool``: ``pieces`` (default: links
+        on the subword pieces, two words linked when any of their pieces are) or ``words`` (each matrix pooled
+        to words first, :func:`wordalign.links.pool_words`; not with ``null_eos``). A single pair of strings
+        gives a single result.
         """
         if isinstance(src_sentences, str) != isinstance(tgt_sentences, str):
             raise TypeError("give two strings or two lists of strings")
         if isinstance(src_sentences, str):
             return self.align([src_sentences], [tgt_sentences], method, links, layers, reverse, symmetrize,
-                              batch_size, null_eos)[0]
+                              batch_size, null_eos, pool)[0]
         if len(src_sentences) != len(tgt_sentences):
             raise ValueError(f"{len(src_sentences)} source sentences but {len(tgt_sentences)} target sentences")
         method = method or self.default_method()
-        opts = self._options(links, symmetrize, reverse, null_eos)
+        opts = self._options(links, symmetrize, reverse, null_eos, pool)
         seg = self.segmenter()
         src_words = [self.words(s) for s in src_sentences]
         tgt_words = [self.words(t) for t in tgt_sentences]
