@@ -11,11 +11,15 @@ in-memory encoding of ``hmm-nmt-align --src-text/--tgt-text``) and every variant
 same function ``hmm-nmt-align`` uses (``sentence_word_links``), so a row's links are exactly what
 ``hmm-nmt-align --method M --links D [--rev-path REV --symmetrize S]`` writes.
 Variants: one direction (fwd, and rev written source-target) with argmax / mutual / union / threshold:T;
-both directions with the atools heuristics on argmax links; soft prod / mean with every decision.
-The binarized input is word-level only (no subword mapping); the raw-text input maps pieces to words as
-``hmm-nmt-align`` does. Tune thresholds on a dev subset, report on test: ``--choose FILE`` writes, per
-method, the dev-best row of each family (one direction, atools heuristic, soft merge) and the overall best;
-``--rows FILE`` scores only the rows listed there (e.g. on the test pairs).
+both directions with the atools heuristics on argmax links; soft prod / mean with every decision; each of
+them with both ``--pool`` values (``pieces``: decide on the pieces, then map to words; ``words``: pool the
+matrices to words first), the row's ``pool`` field.
+The binarized input is word-level only (no subword mapping: the two pools give the same links); the raw-text
+input maps pieces to words as ``hmm-nmt-align`` does. Tune thresholds on a dev subset, report on test: ``--choose FILE`` writes, per
+method, the dev-best row of each family (one direction, atools heuristic, soft merge; over both pools) and
+the overall best; ``--rows FILE`` scores only the rows listed there (e.g. on the test pairs; a row without
+``pool``, from an older file, is ``pieces``). Printed lines: method, direction, symmetrize, links, AER=, P=,
+R=, pool=, then the choice in parentheses when ``--rows`` gave one.
 ``scripts/align_variants.py`` is this module's command line.
 """
 import argparse
@@ -23,22 +27,34 @@ import json
 import sys
 import time
 
+from wordalign.links import parse_decision
+
 FAMILIES = (("one direction", lambda r: r["symmetrize"] == "-"),
             ("atools", lambda r: r["symmetrize"] not in ("-", "prod", "mean")),
             ("soft", lambda r: r["symmetrize"] in ("prod", "mean")))
 
 
+POOLS = ("pieces", "words")
+FIELDS = ("method", "direction", "symmetrize", "links", "pool")
+
+
+def _pool(r):
+    """A row's pool; rows of older files have none and were read off the pieces."""
+    return r.get("pool", "pieces")
+
+
 def _key(r):
-    return (r["method"], r["direction"], r["symmetrize"], r["links"])
+    return (r["method"], r["direction"], r["symmetrize"], r["links"], _pool(r))
 
 
-FIXED = (("fwd", "-", "argmax"), ("rev", "-", "argmax"), ("both", "intersect", "argmax"),
-         ("both", "grow-diag", "argmax"), ("both", "grow-diag-final-and", "argmax"))
+# the untuned defaults of hmm-nmt-align (on the pieces, its default --pool)
+FIXED = (("fwd", "-", "argmax", "pieces"), ("rev", "-", "argmax", "pieces"), ("both", "intersect", "argmax", "pieces"),
+         ("both", "grow-diag", "argmax", "pieces"), ("both", "grow-diag-final-and", "argmax", "pieces"))
 
 
 def choose(rows):
-    """Per method: the lowest-AER row of each family and overall (first one on ties), labelled, then the
-    untuned rows of ``FIXED`` (labelled ``fixed``)."""
+    """Per method: the lowest-AER row of each family and overall (first one on ties; both pools compete),
+    labelled, then the untuned rows of ``FIXED`` (labelled ``fixed``)."""
     out = []
     for method in dict.fromkeys(r["method"] for r in rows):
         mine = [r for r in rows if r["method"] == method]
@@ -48,13 +64,36 @@ def choose(rows):
             if fam:
                 picked.append((name, min(fam, key=lambda r: r["AER"])))
         for label, r in picked:
-            out.append({"choice": label, **{k: r[k] for k in ("method", "direction", "symmetrize", "links")},
-                        "dev_AER": r["AER"]})
+            out.append({"choice": label, **{k: r[k] for k in FIELDS[:-1]}, "pool": _pool(r), "dev_AER": r["AER"]})
         for r in mine:
-            if (r["direction"], r["symmetrize"], r["links"]) in FIXED:
-                out.append({"choice": "fixed", **{k: r[k] for k in ("method", "direction", "symmetrize", "links")},
+            if (r["direction"], r["symmetrize"], r["links"], _pool(r)) in FIXED:
+                out.append({"choice": "fixed", **{k: r[k] for k in FIELDS[:-1]}, "pool": _pool(r),
                             "dev_AER": r["AER"]})
     return out
+
+
+def variants(methods, thresholds, only=None):
+    """The rows to score: ``(method, direction, symmetrize or None, decision, T, pool, choice, dev_AER)``.
+
+    ``only`` (the rows of ``--rows``): those rows, a missing ``pool`` read as ``pieces``; otherwise every
+    variant of every method, with both pools."""
+    if only is not None:
+        for r in only:
+            d, t = parse_decision(r["links"])
+            yield (r["method"], r["direction"], None if r["symmetrize"] == "-" else r["symmetrize"], d, t, _pool(r),
+                   r.get("choice"), r.get("dev_AER"))
+        return
+    decisions = [("argmax", 0.0), ("mutual", 0.0), ("union", 0.0)] + [("threshold", t) for t in thresholds]
+    for method in methods:
+        for pool in POOLS:
+            for direction in ("fwd", "rev"):
+                for d, t in decisions:
+                    yield method, direction, None, d, t, pool, None, None
+            for sym in ("intersect", "union", "grow-diag", "grow-diag-final", "grow-diag-final-and"):
+                yield method, "both", sym, "argmax", 0.0, pool, None, None
+            for sym in ("prod", "mean"):
+                for d, t in decisions:
+                    yield method, "both", sym, d, t, pool, None, None
 
 
 def main(argv=None):
@@ -71,7 +110,8 @@ def main(argv=None):
     ap.add_argument("--gold-one-based", action="store_true", help="GOLD indices start at 1")
     ap.add_argument("--methods", default="posterior,alignment")
     ap.add_argument("--thresholds", default="0.05,0.1,0.2,0.3,0.4,0.5,0.6,0.7")
-    ap.add_argument("--rows", help="JSON list of rows (method, direction, symmetrize, links): score only these")
+    ap.add_argument("--rows", help="JSON list of rows (method, direction, symmetrize, links[, pool]): score only "
+                                   "these (no pool: pieces)")
     ap.add_argument("--choose", metavar="FILE", help="write the best row per method and family here (JSON)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", help="write the rows here too")
@@ -158,37 +198,23 @@ def main(argv=None):
         s = corpus_scores(gold, hyp)
         return {k: round(100 * s[k], 2) for k in ("AER", "P", "R")}
 
-    decisions = [("argmax", 0.0), ("mutual", 0.0), ("union", 0.0)] + [("threshold", t) for t in thresholds]
     rows = []
 
-    def add(method, direction, sym, decision, t, choice=None, dev_aer=None):
-        opts = ex.LinkOptions(decision, t, False, sym)
+    def add(method, direction, sym, decision, t, pool, choice=None, dev_aer=None):
+        opts = ex.LinkOptions(decision, t, False, sym, pool)
         r = score(opts, direction, method)
         name = decision + (f":{t:g}" if decision == "threshold" else "")
-        row = {"method": method, "direction": direction, "symmetrize": sym or "-", "links": name, **r}
+        row = {"method": method, "direction": direction, "symmetrize": sym or "-", "links": name, "pool": pool, **r}
         if choice:
             row["choice"] = choice
         if dev_aer is not None:
             row["dev_AER"] = dev_aer
         rows.append(row)
         print(f"{method:10s} {direction:4s} {sym or '-':20s} {name:14s} AER={r['AER']:6.2f} P={r['P']:6.2f} "
-              f"R={r['R']:6.2f}" + (f"  ({choice})" if choice else ""), flush=True)
+              f"R={r['R']:6.2f} pool={pool}" + (f"  ({choice})" if choice else ""), flush=True)
 
-    if only is not None:
-        for r in only:
-            d = ex.parse_decision(r["links"])
-            add(r["method"], r["direction"], None if r["symmetrize"] == "-" else r["symmetrize"], d[0], d[1],
-                r.get("choice"), r.get("dev_AER"))
-    else:
-        for method in methods:
-            for direction in ("fwd", "rev"):
-                for d, t in decisions:
-                    add(method, direction, None, d, t)
-            for sym in ("intersect", "union", "grow-diag", "grow-diag-final", "grow-diag-final-and"):
-                add(method, "both", sym, "argmax", 0.0)
-            for sym in ("prod", "mean"):
-                for d, t in decisions:
-                    add(method, "both", sym, d, t)
+    for v in variants(methods, thresholds, only):
+        add(*v)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

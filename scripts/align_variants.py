@@ -8,8 +8,10 @@ The matrices of each model are computed once (``alignment.extract.extract_matric
 read off them with the same function ``hmm-nmt-align`` uses (``sentence_word_links``), so a row's links
 are exactly what ``hmm-nmt-align --method M --links D [--rev-path REV --symmetrize S]`` writes.
 Variants: one direction (fwd, and rev written source-target) with argmax / mutual / union / threshold:T;
-both directions with the atools heuristics on argmax links; soft prod / mean with every decision.
-Word-level data only (no subword mapping). Tune thresholds on a dev subset, report on test.
+both directions with the atools heuristics on argmax links; soft prod / mean with every decision; each
+with ``--pool pieces`` and ``--pool words`` (a ``pool`` field per row). Word-level data only here (no subword
+mapping; the raw-text input of ``--src-text/--tgt-text`` maps pieces to words). Tune thresholds on a dev
+subset, report on test.
 The work is ``benchmarks/align_variants.py``'s (its ``main`` is this command line).
 """
 import os

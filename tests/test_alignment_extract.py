@@ -752,7 +752,7 @@ def test_hub_align_and_translate(toy, model, bpe_toy):
         assert {j for _, j in a.links} == set(range(len(a.target))) and max(i for i, _ in a.links) < len(a.source)
 
 
-def test_align_variants_script(toy, model, tmp_path):
+def test_align_variants_script(toy, model, tmp_path, capsys):
     """The script behind the variant table of docs/alignment.md scores exactly what hmm-nmt-align writes."""
     import json
 
@@ -761,11 +761,25 @@ def test_align_variants_script(toy, model, tmp_path):
 
     fwd, rev = model("dhmm0"), model("rev0")
     out = tmp_path / "rows.json"
-    align_variants.main(["--fwd", str(fwd), "--rev", str(rev), "--data", str(toy["bin"]), "--subset", "test",
-                         "--gold", str(toy["raw"] / "test.align"), "--methods", "posterior", "--thresholds", "0.3",
-                         "--json", str(out)])
-    rows = {(r["direction"], r["symmetrize"], r["links"]): r for r in json.loads(out.read_text())}
-    assert len(rows) == 2 * 4 + 5 + 2 * 4
+    common = ["--fwd", str(fwd), "--rev", str(rev), "--data", str(toy["bin"]), "--subset", "test",
+              "--gold", str(toy["raw"] / "test.align")]
+    align_variants.main(common + ["--methods", "posterior", "--thresholds", "0.3", "--json", str(out)])
+    printed = capsys.readouterr().out
+    both = {(r["direction"], r["symmetrize"], r["links"], r["pool"]): r for r in json.loads(out.read_text())}
+    assert len(both) == 2 * (2 * 4 + 5 + 2 * 4)
+    # every variant with both pools; the binarized input is word-level, so pooling changes nothing
+    for (d, s, links, pool), r in both.items():
+        assert r["AER"] == both[(d, s, links, "pieces")]["AER"]
+    assert re.search(r"^posterior\s+both\s+mean\s+threshold:0.3\s+AER=\s*\S+ P=\s*\S+ R=\s*\S+ pool=words$",
+                     printed, re.M), printed
+    rows = {k[:3]: r for k, r in both.items() if k[3] == "pieces"}
+    # --rows from an older file (no pool): scored on the pieces, as before
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps([{k: v for k, v in rows[("both", "prod", "argmax")].items() if k != "pool"}]))
+    again = tmp_path / "again.json"
+    align_variants.main(common + ["--rows", str(old), "--json", str(again)])
+    assert [(r["pool"], r["AER"]) for r in json.loads(again.read_text())] == \
+        [("pieces", rows[("both", "prod", "argmax")]["AER"])]
     base = ["--path", str(fwd), "--data", str(toy["bin"]), "--method", "posterior", "--no-progress"]
     for key, extra in ((("fwd", "-", "threshold:0.3"), ["--links", "threshold:0.3"]),
                        (("both", "grow-diag", "argmax"), ["--rev-path", str(rev)]),

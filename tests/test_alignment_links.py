@@ -315,3 +315,67 @@ def test_hub_options_take_pool():
     assert AlignmentHubInterface._options(None, "argmax", None, None).pool == "pieces"
     with pytest.raises(ValueError, match="null_eos does not apply"):
         AlignmentHubInterface._options(None, "argmax", None, None, True, "words")
+
+
+# ------------------------------------------------------------- the variant table (benchmarks.align_variants)
+def test_align_variants_scores_both_pools_and_reads_old_rows():
+    from benchmarks.align_variants import variants
+
+    grid = list(variants(["posterior"], [0.3]))
+    per_pool = 2 * 4 + 5 + 2 * 4
+    assert len(grid) == 2 * per_pool
+    assert [v[5] for v in grid] == ["pieces"] * per_pool + ["words"] * per_pool
+    assert [v[:5] for v in grid[:per_pool]] == [v[:5] for v in grid[per_pool:]]
+    # --rows: a row of an older file (no pool) is read off the pieces; a pool given is kept
+    old = {"method": "posterior", "direction": "both", "symmetrize": "mean", "links": "threshold:0.4",
+           "choice": "soft", "dev_AER": 12.5}
+    assert list(variants(None, [], [old, dict(old, pool="words", choice="best")])) == [
+        ("posterior", "both", "mean", "threshold", 0.4, "pieces", "soft", 12.5),
+        ("posterior", "both", "mean", "threshold", 0.4, "words", "best", 12.5)]
+
+
+def test_choose_picks_over_both_pools_and_keeps_fixed_rows_on_pieces():
+    from benchmarks.align_variants import choose
+
+    def row(direction, sym, links, pool, aer):
+        return {"method": "posterior", "direction": direction, "symmetrize": sym, "links": links, "pool": pool,
+                "AER": aer, "P": 0.0, "R": 0.0}
+
+    rows = [row("fwd", "-", "argmax", "pieces", 30.0), row("fwd", "-", "argmax", "words", 29.0),
+            row("both", "grow-diag-final-and", "argmax", "pieces", 25.0),
+            row("both", "grow-diag-final-and", "argmax", "words", 26.0),
+            row("both", "mean", "threshold:0.4", "pieces", 24.0), row("both", "mean", "threshold:0.4", "words", 20.0)]
+    got = {(c["choice"], c["pool"]): c for c in choose(rows)}
+    assert got[("best", "words")]["symmetrize"] == "mean" and got[("best", "words")]["dev_AER"] == 20.0
+    assert got[("one direction", "words")]["dev_AER"] == 29.0
+    assert got[("atools", "pieces")]["dev_AER"] == 25.0 and got[("soft", "words")]["dev_AER"] == 20.0
+    fixed = [c for c in choose(rows) if c["choice"] == "fixed"]
+    assert {(c["direction"], c["symmetrize"], c["pool"]) for c in fixed} == {
+        ("fwd", "-", "pieces"), ("both", "grow-diag-final-and", "pieces")}
+    # an older file's rows (no pool) are pieces rows
+    old = [{k: v for k, v in r.items() if k != "pool"} for r in rows if r["pool"] == "pieces"]
+    assert {c["pool"] for c in choose(old)} == {"pieces"} and len(choose(old)) == 4 + 2
+
+
+def test_hansards_table_shows_word_pooled_variants(tmp_path, capsys):
+    import importlib.util
+    import json
+    import os
+
+    spec = importlib.util.spec_from_file_location(
+        "hansards_table", os.path.join(os.path.dirname(__file__), "..", "examples", "hansards", "table.py"))
+    table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(table)
+    (tmp_path / "align").mkdir()
+    rows = [{"method": "posterior", "direction": "both", "symmetrize": "mean", "links": "threshold:0.4",
+             "pool": "words", "AER": 18.0, "P": 80.0, "R": 85.0, "choice": "best", "dev_AER": 17.0},
+            {"method": "posterior", "direction": "both", "symmetrize": "mean", "links": "threshold:0.4",
+             "pool": "pieces", "AER": 19.0, "P": 80.0, "R": 82.0, "choice": "soft", "dev_AER": 17.5},
+            {"method": "posterior", "direction": "fwd", "symmetrize": "-", "links": "argmax",  # an older row
+             "AER": 30.0, "P": 70.0, "R": 70.0, "choice": "fixed", "dev_AER": 31.0}]
+    (tmp_path / "align" / "dhmm1.test.json").write_text(json.dumps(rows))
+    assert table.main(["--work", str(tmp_path), "--models", "dhmm1"]) == 0
+    out = capsys.readouterr().out
+    assert "| posterior | both `mean`, `threshold:0.4`, word-pooled | best | 17.00 | 18.00 |" in out
+    assert "| posterior | both `mean`, `threshold:0.4` | soft | 17.50 | 19.00 |" in out
+    assert "| posterior | en->fr, `argmax` | fixed | 31.00 | 30.00 |" in out

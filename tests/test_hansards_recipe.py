@@ -165,10 +165,13 @@ def test_run_sh_end_to_end_tiny(tmp_path):
         assert (work / "checkpoints" / f"dhmm1.{d}" / "checkpoint_last.pt").exists()
     al = work / "align"
     trial = json.loads((al / "dhmm1.trial.json").read_text())
-    assert {r["method"] for r in trial} == {"posterior", "alignment"} and len(trial) == 2 * (2 * 11 + 5 + 2 * 11)
+    assert {r["method"] for r in trial} == {"posterior", "alignment"} and len(trial) == 2 * 2 * (2 * 11 + 5 + 2 * 11)
+    assert sorted({r["pool"] for r in trial}) == ["pieces", "words"]
     test = json.loads((al / "dhmm1.test.json").read_text())
     choices = {r["choice"] for r in test}
     assert {"best", "one direction", "atools", "soft", "fixed"} <= choices
+    assert all(r["pool"] in ("pieces", "words") for r in test)
+    assert {r["pool"] for r in test if r["choice"] == "fixed"} == {"pieces"}
     # the timed hmm-nmt-align run (both directions, grow-diag-final-and) scores what align_variants scores
     line = (al / "dhmm1.gdfa.aer").read_text()
     assert re.match(r"AER=\S+ P=\S+ R=\S+ F=\S+ sentences=4$", line.strip()), line

@@ -16,7 +16,8 @@ LABELS = {"dhmm0": "transformer_dhmm, zero order", "dhmm1": "transformer_dhmm, f
 def _variant(r):
     d = {"fwd": "en->fr", "rev": "fr->en", "both": "both"}[r["direction"]]
     sym = "" if r["symmetrize"] == "-" else f" `{r['symmetrize']}`"
-    return f"{d}{sym}, `{r['links']}`"
+    pooled = ", word-pooled" if r.get("pool", "pieces") == "words" else ""  # older files: no pool, pieces
+    return f"{d}{sym}, `{r['links']}`{pooled}"
 
 
 def _read(path):
@@ -39,7 +40,7 @@ def main(argv=None):
             continue
         seen = set()
         for r in json.loads(_read(path)):
-            key = (r["method"], r["direction"], r["symmetrize"], r["links"])
+            key = (r["method"], r["direction"], r["symmetrize"], r["links"], r.get("pool", "pieces"))
             if key in seen and r.get("choice") == "fixed":
                 continue
             seen.add(key)
