@@ -201,3 +201,14 @@ def test_run_sh_end_to_end_tiny(tmp_path):
         assert (al / "baselines" / "eflomal.grow-diag-final-and.align").exists()
     else:
         assert "not installed" in p2.stderr and p2.stdout == p.stdout
+    # evaluate.sh on the joint agreement checkpoint: split, trial-chosen AER on the test pairs, BLEU both ways
+    ev = [os.path.join(ROOT, "examples", "hansards", "evaluate.sh"), "--work", str(work), "--out", str(tmp_path / "ev")]
+    p3 = subprocess.run(ev + ["--joint", str(ck / "agree1.en-fr" / "checkpoint_last.pt"), "--beam", "2"],
+                        capture_output=True, text=True, env=_env(), timeout=300)
+    assert p3.returncode == 0, p3.stderr[-3000:]
+    assert (tmp_path / "ev" / "split" / "rev.pt").exists() and "(best)" in p3.stdout
+    assert re.search(r"^en->fr BLEU [\d.]+ chrF [\d.]+; fr->en BLEU [\d.]+ chrF [\d.]+$", p3.stdout, re.M), p3.stdout
+    assert len((tmp_path / "ev" / "hyp.fr").read_text().splitlines()) == len(TEST)
+    p4 = subprocess.run(ev + ["--joint", str(ck / "agree1.en-fr" / "checkpoint_last.pt"), "--fwd", "x.pt"],
+                        capture_output=True, text=True, env=_env())
+    assert p4.returncode == 2 and "not both" in p4.stderr
