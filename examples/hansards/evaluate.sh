@@ -12,13 +12,7 @@
 # DIR/bleu.en-fr and DIR/bleu.fr-en (sacrebleu BLEU then chrF, on the normalized, tokenized test text:
 # `-tok none`), each through a temporary file.
 set -euo pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
-REPO=$(cd "$HERE/../.." && pwd)
-PYTHON=${PYTHON:-$(command -v python || command -v python3)}
-BIN=$(dirname "$PYTHON")
-export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
-die() { echo "evaluate.sh: error: $*" >&2; exit 2; }
-need() { [[ $# -ge 2 && -n "$2" ]] || die "$1 needs a value"; }
+source "$(dirname "$0")/common.sh"
 WORK="" JOINT="" FWD="" REV="" OUT="" METHODS=posterior BEAM=5 THREADS=${OMP_NUM_THREADS:-1}
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -30,7 +24,7 @@ while [[ $# -gt 0 ]]; do
     --methods) need "$@"; METHODS="$2"; shift 2 ;;
     --beam) need "$@"; BEAM="$2"; shift 2 ;;
     --threads) need "$@"; THREADS="$2"; shift 2 ;;
-    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    -h|--help) usage; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
   esac
 done

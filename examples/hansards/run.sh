@@ -28,13 +28,7 @@
 # --embed-dim 512 --ffn-dim 2048 --layers 6 --heads 8 --max-tokens 8000 --max-update 30000 --lr 7e-4
 # --warmup 4000. --local defaults to ../shared/data/hansards_enfr next to the repository.
 set -euo pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
-REPO=$(cd "$HERE/../.." && pwd)
-PYTHON=${PYTHON:-$(command -v python || command -v python3)}
-BIN=$(dirname "$PYTHON")
-export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
-die() { echo "run.sh: error: $*" >&2; exit 2; }
-need() { [[ $# -ge 2 && -n "$2" ]] || die "$1 needs a value"; }
+source "$(dirname "$0")/common.sh"
 
 LOCAL="$REPO/../shared/data/hansards_enfr" WORK="runs/hansards" TRAIN_LINES="" MERGES=2000
 MODELS="dhmm0,dhmm1,transformer" MAX_UPDATE=1200 EMBED=128 FFN=512 LAYERS=2 HEADS=4 MAX_TOKENS=2048 LR=2e-3
@@ -62,7 +56,7 @@ while [[ $# -gt 0 ]]; do
     --agreement-weight) need "$@"; AGREEMENT_WEIGHT="$2"; shift 2 ;;
     --init-from) need "$@"; INIT_FROM="${2%/}"; shift 2 ;;
     --gpu) GPU=1; shift ;;
-    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    -h|--help) usage; exit 0 ;;
     --) shift; EXTRA=("$@"); break ;;
     *) die "unknown argument $1 (see --help)" ;;
   esac
