@@ -38,9 +38,10 @@ def write(path, sents):
 
 def make_task(tmp_path, train, arch="bilstm_tagger", extra=CHARS, dev=DEV):
     tmp_path.mkdir(parents=True, exist_ok=True)
+    size = ["--context-hidden", "4", "--iohmm-states", "3"] if arch == "iohmm_tagger" else ["--hidden-size", "4"]
     args = make_args(arch, str(tmp_path), ["--train-file", write(tmp_path / "train.txt", train),
                                            "--valid-file", write(tmp_path / "dev.txt", dev),
-                                           "--embed-dim", "5", "--hidden-size", "4"] + list(extra))
+                                           "--embed-dim", "5"] + size + list(extra))
     task = tasks.setup_task(args)
     task.load_dataset("train")
     task.load_dataset("valid")
@@ -121,7 +122,7 @@ def test_inference_dataset_carries_chars_when_given_the_words(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ (a) unseen words
-@pytest.mark.parametrize("arch", ["bilstm_tagger", "hnmc_tagger"])
+@pytest.mark.parametrize("arch", ["bilstm_tagger", "hnmc_tagger", "iohmm_tagger"])
 def test_unseen_word_gets_its_characters_as_if_it_were_in_the_dictionary(tmp_path, arch):
     args, task = make_task(tmp_path / "without", TRAIN, arch)  # Petra, Pierre, Ania unseen
     args2, task2 = make_task(tmp_path / "with", TRAIN + EXTRA, arch)  # ... and in this dictionary
@@ -244,3 +245,25 @@ def test_fairseq_train_and_tag_script_with_char_features(tmp_path):
         with_chars = model(**net)
         without = model(net["src_tokens"], net["src_lengths"])
     assert not torch.allclose(with_chars[0, 0], without[0, 0])
+
+
+def test_iohmm_tagger_sequence_likelihood_and_criterion_take_the_characters(tmp_path):
+    """The IOHMM tagger's u_t joins the character features: its exact sequence likelihood (Eq. 6) and the
+    ``iohmm_tagging`` criterion see the words' own characters, which matter only where a word is <unk>."""
+    args, task = make_task(tmp_path, TRAIN, "iohmm_tagger", extra=CHARS + ["--criterion", "iohmm_tagging"])
+    model = random_model(task, args)
+    assert model.chars.output_dim == 6 and model.context.input_size == 5 + 6
+    sample = batch(task)
+    net = sample["net_input"]
+    unk = net["src_tokens"].eq(task.source_dictionary.unk())
+    rows_with_unk = unk.any(1)
+    assert rows_with_unk.any() and (~rows_with_unk).any()
+    with torch.no_grad():
+        ll = model.sequence_log_likelihood(net["src_tokens"], net["src_lengths"], sample["target"],
+                                           src_chars=net["src_chars"])
+        ll0 = model.sequence_log_likelihood(net["src_tokens"], net["src_lengths"], sample["target"])
+    assert torch.allclose(ll[~rows_with_unk], ll0[~rows_with_unk], rtol=0, atol=1e-10)
+    assert ((ll - ll0)[rows_with_unk].abs() > 1e-6).all()
+    crit = task.build_criterion(args)
+    loss, _, _ = crit(model, sample)
+    assert loss.item() == pytest.approx(-ll.sum().item(), rel=1e-10)

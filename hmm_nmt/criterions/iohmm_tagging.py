@@ -11,7 +11,7 @@ import math
 from fairseq import metrics
 from fairseq.criterions import register_criterion
 
-from hmm_nmt.criterions.tagging_cross_entropy import TaggingCrossEntropyCriterion
+from hmm_nmt.criterions.tagging_cross_entropy import TaggingCrossEntropyCriterion, chars_kwargs
 
 
 @register_criterion("iohmm_tagging")
@@ -23,7 +23,8 @@ class IOHMMTaggingCriterion(TaggingCrossEntropyCriterion):
             raise ValueError("iohmm_tagging only computes a summed loss")
         marginal, sample_size, logging_output = super().forward(model, sample, reduce=True)
         net = sample["net_input"]
-        loss = -model.sequence_log_likelihood(net["src_tokens"], net["src_lengths"], sample["target"]).sum()
+        loss = -model.sequence_log_likelihood(net["src_tokens"], net["src_lengths"], sample["target"],
+                                              **chars_kwargs(net)).sum()
         logging_output["marginal_loss"] = marginal.data
         logging_output["loss"] = loss.data
         return loss, sample_size, logging_output

@@ -2,7 +2,7 @@
 
 One deterministic mapping, shared by the ``sequence_tagging`` task (which puts per-token character ids into
 its batches, ``net_input["src_chars"]``) and the model's character encoder
-(:class:`hmm_nmt.models.taggers.CharEncoder`, which sizes its character embedding by it and falls back to the
+(:class:`hmm_nmt.models.char_features.CharEncoder`, which sizes its character embedding by it and falls back to the
 dictionary strings when a batch carries no characters):
 
 * id 0 is padding, id 1 the unknown character (also the single character of a special symbol and of an

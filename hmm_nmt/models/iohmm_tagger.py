@@ -14,12 +14,18 @@ tags are the outputs ``y_t``. With the math of :mod:`hmm_nmt.hmm.iohmm`:
 * :meth:`IOHMMTagger.sequence_log_likelihood` is ``log P(y_1^T | u_1^T)`` (Eq. 6) by the forward
   algorithm; the criterion ``iohmm_tagging`` trains on it (maximum likelihood as in the paper), while
   ``tagging_cross_entropy`` trains the per-position marginals instead.
+
+Character features (off by default), as for ``sequence_tagger``: ``--char-embed-dim D --char-hidden H`` joins
+a character BiLSTM's word features (:class:`~hmm_nmt.models.char_features.CharEncoder`, over the batch's
+``src_chars``, the words' own characters) to the word embedding before the context BiLSTM, so ``u_t`` also
+describes words unseen in training.
 """
 import torch
 import torch.nn as nn
 from fairseq.models import BaseFairseqModel, register_model, register_model_architecture
 
 from hmm_nmt.hmm import iohmm
+from hmm_nmt.models.char_features import CharEncoder
 
 
 @register_model("iohmm_tagger")
@@ -37,16 +43,22 @@ class IOHMMTagger(BaseFairseqModel):
                             help="hidden units of each output network O_j (0: linear)")
         parser.add_argument("--iohmm-graph", choices=["ergodic", "left-to-right"], help="admissible transitions")
         parser.add_argument("--dropout", type=float, metavar="P", help="dropout on u_t")
+        parser.add_argument("--char-embed-dim", type=int, metavar="D",
+                            help="character embedding size of the char BiLSTM word features (0: none)")
+        parser.add_argument("--char-hidden", type=int, metavar="H", help="char BiLSTM units per direction")
 
-    def __init__(self, args, word_dict, tag_dict):
+    def __init__(self, args, word_dict, tag_dict, alphabet=None):
         super().__init__()
         self.padding_idx = word_dict.pad()
         self.embed = nn.Embedding(len(word_dict), args.embed_dim, padding_idx=self.padding_idx)
         nn.init.normal_(self.embed.weight, std=args.embed_dim ** -0.5)
         self.context = None
         u_dim = args.embed_dim
+        if args.char_embed_dim:
+            self.chars = CharEncoder(word_dict, args.char_embed_dim, args.char_hidden, alphabet)
+            u_dim += self.chars.output_dim
         if args.iohmm_context == "bilstm":
-            self.context = nn.LSTM(args.embed_dim, args.context_hidden, batch_first=True, bidirectional=True)
+            self.context = nn.LSTM(u_dim, args.context_hidden, batch_first=True, bidirectional=True)
             u_dim += 2 * args.context_hidden
         self.dropout = nn.Dropout(args.dropout)
         n = args.iohmm_states
@@ -62,12 +74,15 @@ class IOHMMTagger(BaseFairseqModel):
     @classmethod
     def build_model(cls, args, task):
         iohmm_tagger(args)
-        return cls(args, task.source_dictionary, task.target_dictionary)
+        alphabet = task.char_alphabet() if args.char_embed_dim and hasattr(task, "char_alphabet") else None
+        return cls(args, task.source_dictionary, task.target_dictionary, alphabet)
 
-    def inputs(self, src_tokens, src_lengths):
+    def inputs(self, src_tokens, src_lengths, src_chars=None):
         """``u`` (B, T, d) and the real-word mask (B, T)."""
         mask = src_tokens.ne(self.padding_idx)
         u = self.embed(src_tokens)
+        if getattr(self, "chars", None) is not None:
+            u = torch.cat([u, self.chars(src_tokens, src_chars)], -1)
         if self.context is not None:
             packed = nn.utils.rnn.pack_padded_sequence(u, src_lengths.cpu(), batch_first=True, enforce_sorted=False)
             c, _ = self.context(packed)
@@ -75,18 +90,18 @@ class IOHMMTagger(BaseFairseqModel):
             u = torch.cat([u, c], -1)
         return self.dropout(u), mask
 
-    def forward(self, src_tokens, src_lengths, **kwargs):
+    def forward(self, src_tokens, src_lengths, src_chars=None, **kwargs):
         """``log P(y_t = c | u)`` (B, T, n_tags): Eq. 3 in log space."""
-        u, mask = self.inputs(src_tokens, src_lengths)
+        u, mask = self.inputs(src_tokens, src_lengths, src_chars)
         B, T = src_tokens.shape
         log_phi = self.iohmm.state_networks(u)
         log_zeta = iohmm.state_distribution(log_phi, self.iohmm.log_zeta0(), mask)  # Eq. 2
         log_eta = self.iohmm.output_networks.log_probs(u, (B, T))  # (B, T, n, C)
         return torch.logsumexp(log_zeta.unsqueeze(-1) + log_eta, dim=2)
 
-    def sequence_log_likelihood(self, src_tokens, src_lengths, target):
+    def sequence_log_likelihood(self, src_tokens, src_lengths, target, src_chars=None):
         """``log P(y_1^T | u_1^T)`` per sentence (B,), Eq. 6 (``target`` padded like ``src_tokens``)."""
-        u, mask = self.inputs(src_tokens, src_lengths)
+        u, mask = self.inputs(src_tokens, src_lengths, src_chars)
         return self.iohmm.log_likelihood(u, target, mask=mask)
 
     def get_normalized_probs(self, net_output, log_probs, sample=None):
@@ -111,3 +126,5 @@ def iohmm_tagger(args):
     default("iohmm_output_hidden", 0)
     default("iohmm_graph", "ergodic")
     default("dropout", 0.1)
+    default("char_embed_dim", 0)
+    default("char_hidden", 25)

@@ -25,6 +25,12 @@ batch as ``net_input["src_chars"]`` (B, T, C), ids over the alphabet of the word
 the characters are those of the dictionary strings, as in older versions (the same features for a word of
 the dictionary; one unknown character for ``<unk>``).
 
+Singleton replacement (every tagger, off by default; Lample et al. 2016, section 4): ``--singleton-unk P``
+replaces each training-set singleton (a word seen once in training, from the word dictionary's counts) by
+``<unk>`` in the word-embedding lookup with probability P at training time, so the ``<unk>`` row is trained on
+rare words and the model learns to lean on the character features for them; the characters stay the word's
+own. Evaluation and tagging never replace.
+
 All share the embedding options (``--embed-dim``, learned, or ``--embed-path`` pretrained vectors from a
 text file with one ``word v1 ... vD`` per line, an optional ``count dim`` header line, ``--freeze-embed``)
 and the paper's three architectures (``--tagger-architecture``, alias ``--hnmc-architecture``):
@@ -46,9 +52,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 from fairseq.models import BaseFairseqModel, register_model, register_model_architecture
 
-from hmm_nmt.data.chars import MAX_WORD_CHARS, PAD, UNK, CharAlphabet
 from hmm_nmt.hmm.crf import LinearChainCRF
 from hmm_nmt.hmm.hnmc import make_architecture
+from hmm_nmt.models.char_features import CharEncoder
 
 logger = logging.getLogger(__name__)
 
@@ -118,69 +124,6 @@ class RNNCore(nn.Module):
         return out
 
 
-class CharEncoder(nn.Module):
-    """Character BiLSTM word features: (B, T) word indices -> (B, T, 2 * hidden), the final forward and
-    backward states over each word's characters (at most MAX_WORD_CHARS).
-
-    The characters are the batch's own, ``src_chars`` (B, T, C) ids over ``alphabet``
-    (:class:`hmm_nmt.data.chars.CharAlphabet`, default: the one of ``dictionary``'s words), which the
-    ``sequence_tagging`` task reads from the raw words of the data, so a word outside the dictionary
-    (``<unk>`` for the word embedding) still gets its characters. Without ``src_chars`` (older callers), the
-    characters are those of the dictionary strings of ``src_tokens`` (a special symbol, ``<unk>`` included,
-    has the single unknown character); both give the same features for a word of the dictionary. Padding
-    positions get the features of the unknown character in both paths.
-    """
-
-    def __init__(self, dictionary, embed_dim, hidden, alphabet=None):
-        super().__init__()
-        self.alphabet = alphabet if alphabet is not None else CharAlphabet.from_dictionary(dictionary)
-        words = dictionary.symbols
-        ids = torch.zeros(len(words), MAX_WORD_CHARS, dtype=torch.long)
-        lens = torch.ones(len(words), dtype=torch.long)
-        for k, w in enumerate(words):
-            seq = self.alphabet.encode(w) if k >= dictionary.nspecial else [UNK]
-            ids[k, : len(seq)] = torch.tensor(seq)
-            lens[k] = len(seq)
-        self.register_buffer("char_ids", ids, persistent=False)
-        self.register_buffer("char_lens", lens, persistent=False)
-        self.embed = nn.Embedding(len(self.alphabet), embed_dim, padding_idx=PAD)
-        self.rnn = nn.LSTM(embed_dim, hidden, batch_first=True, bidirectional=True)
-        self.output_dim = 2 * hidden
-
-    def forward(self, src_tokens, src_chars=None):
-        if src_chars is None:
-            uniq, inverse = torch.unique(src_tokens, return_inverse=True)
-            lens = self.char_lens[uniq]
-            ids = self.char_ids[uniq][:, : int(lens.max())]
-        else:
-            rows = src_chars.reshape(-1, src_chars.size(-1))
-            if rows.size(0) == 0:
-                return src_chars.new_zeros(*src_tokens.shape, self.output_dim, dtype=self.embed.weight.dtype)
-            empty = rows.ne(PAD).sum(1).eq(0)  # padding positions (and any empty word): the unknown character
-            rows = torch.cat([torch.where(empty, UNK, rows[:, 0]).unsqueeze(1), rows[:, 1:]], dim=1)
-            ids, inverse = torch.unique(rows, dim=0, return_inverse=True)
-            lens = ids.ne(PAD).sum(1)
-            ids = ids[:, : int(lens.max())]
-            inverse = inverse.view(src_tokens.shape)
-        packed = nn.utils.rnn.pack_padded_sequence(self.embed(ids), lens.cpu(), batch_first=True, enforce_sorted=False)
-        _, (h, _) = self.rnn(packed)
-        rep = torch.cat([h[0], h[1]], dim=-1)  # (U, 2H)
-        return rep[inverse]
-
-    def upgrade_state_dict_named(self, state_dict, name):
-        """A checkpoint whose character embedding predates the case variants of the alphabet (trained with
-        ``--lowercase`` on lowercased characters): each variant starts as its lowercase character's row, so
-        the model scores original-case words as it scored their lowercase forms."""
-        key = f"{name}.embed.weight" if name else "embed.weight"
-        w = state_dict.get(key)
-        if w is None or w.size(0) != self.alphabet.base_size or len(self.alphabet) == w.size(0):
-            return
-        rows = torch.zeros(len(self.alphabet) - w.size(0), w.size(1), dtype=w.dtype)
-        for v, low in self.alphabet.variant_folds():
-            rows[v - w.size(0)] = w[low]
-        state_dict[key] = torch.cat([w, rows], dim=0)
-
-
 class RNNArchitecture(nn.Module):
     """The paper's architectures 1-3 for the RNN baselines (log-probabilities out; raw scores with
     ``normalize=False``, the emissions of a CRF)."""
@@ -214,7 +157,7 @@ class RNNArchitecture(nn.Module):
 class SequenceTaggerModel(BaseFairseqModel):
     """Embedding + sequence core + softmax over tags; see the module docstring."""
 
-    def __init__(self, args, embed, core, padding_idx, chars=None, crf=None):
+    def __init__(self, args, embed, core, padding_idx, chars=None, crf=None, words=None):
         super().__init__()
         self.args = args
         self.embed = embed
@@ -226,6 +169,15 @@ class SequenceTaggerModel(BaseFairseqModel):
             self.chars = chars
         if crf is not None:
             self.crf = crf
+        self.singleton_unk = getattr(args, "singleton_unk", 0.0) or 0.0
+        if self.singleton_unk > 0:
+            if words is None:
+                raise ValueError("--singleton-unk needs the word dictionary (its training counts)")
+            self.unk_idx = words.unk()
+            # not a parameter: rebuilt from the dictionary, so checkpoints stay as they were
+            single = torch.tensor([c == 1 for c in words.count], dtype=torch.bool)
+            single[: words.nspecial] = False
+            self.register_buffer("singletons", single, persistent=False)
 
     @staticmethod
     def add_args(parser):
@@ -242,6 +194,9 @@ class SequenceTaggerModel(BaseFairseqModel):
                             help="character embedding size of the char BiLSTM word features (0: none)")
         parser.add_argument("--char-hidden", type=int, help="char BiLSTM units per direction (default 25)")
         parser.add_argument("--dropout", type=float, help="dropout on the embeddings")
+        parser.add_argument("--singleton-unk", type=float, metavar="P",
+                            help="at training, replace each training singleton by <unk> in the word embedding "
+                                 "lookup with probability P (Lample et al. 2016; characters unchanged)")
         parser.add_argument("--hnmc-activation", choices=["melu", "exp", "sigmoid"],
                             help="positive last activation of the HNMC networks")
 
@@ -280,15 +235,22 @@ class SequenceTaggerModel(BaseFairseqModel):
                 allowed, start, end = (task.tag_constraints() if hasattr(task, "tag_constraints")
                                        else (None, None, None))
                 crf = LinearChainCRF(n_tags, allowed, start, end)
-        return cls(args, embed, core, words.pad(), chars, crf)
+        return cls(args, embed, core, words.pad(), chars, crf, words)
 
     def features(self, src_tokens, src_chars=None):
         """Word embeddings (with character features when configured, from ``src_chars`` (B, T, C) when
         given, else from the dictionary strings; see :class:`CharEncoder`), after dropout: (B, T, D)."""
-        x = self.embed(src_tokens)
+        x = self.embed(self._replace_singletons(src_tokens))
         if getattr(self, "chars", None) is not None:
             x = torch.cat([x, self.chars(src_tokens, src_chars)], dim=-1)
         return self.dropout(x)
+
+    def _replace_singletons(self, src_tokens):
+        if not (self.training and self.singleton_unk > 0):
+            return src_tokens
+        drop = self.singletons[src_tokens] & (torch.rand(src_tokens.shape, device=src_tokens.device)
+                                              < self.singleton_unk)
+        return src_tokens.masked_fill(drop, self.unk_idx)
 
     def _scores(self, src_tokens, src_lengths=None, src_chars=None):
         mask = src_tokens.ne(self.padding_idx)
@@ -354,6 +316,9 @@ def base_tagger(args):
     args.hnmc_activation = getattr(args, "hnmc_activation", None) or "melu"
     args.char_embed_dim = getattr(args, "char_embed_dim", None) or 0
     args.char_hidden = getattr(args, "char_hidden", None) or 25
+    args.singleton_unk = getattr(args, "singleton_unk", None) or 0.0
+    if not 0.0 <= args.singleton_unk <= 1.0:
+        raise ValueError(f"--singleton-unk {args.singleton_unk}: a probability in [0, 1] is needed")
 
 
 def _arch(core):
