@@ -787,3 +787,78 @@ def test_align_variants_script(toy, model, tmp_path, capsys):
         f = tmp_path / "x.align"
         assert main(base + extra + ["-o", str(f)]) == 0
         assert rows[key]["AER"] == pytest.approx(aer(toy["gold"], read_pharaoh(str(f))), abs=0.006), key
+
+
+# ------------------------------------------------------------------------------------------- hmm-nmt-adapt
+def _text_loss(ck, raw):
+    """Per-token training loss (label-smoothed, eval mode: no dropout) of a checkpoint on the raw test pairs."""
+    from fairseq import checkpoint_utils
+
+    from alignment.adapt import _criterion
+    from alignment.loading import load_model
+    from hmm_nmt.aligner.pairs import encode_pair, pair_dataset
+    from wordalign.segment import load_segmenter
+
+    model, task = load_model(str(ck))
+    crit = _criterion(task, checkpoint_utils.load_checkpoint_to_cpu(str(ck)))
+    seg = load_segmenter()
+    pairs = [encode_pair(s, t, seg, task.source_dictionary, task.target_dictionary)
+             for s, t in zip(read_tokens(str(raw / "test.src")), read_tokens(str(raw / "test.tgt")))]
+    ds = pair_dataset(pairs, task)
+    total, n = 0.0, 0
+    with torch.no_grad():
+        for sample in task.get_batch_iterator(ds, max_sentences=50).next_epoch_itr(shuffle=False):
+            loss, size, _ = crit(model, sample)
+            total, n = total + loss.item(), n + size
+    return total / n
+
+
+def test_adapt_fine_tunes_on_the_pairs_to_align_and_the_result_aligns(toy, model, tmp_path):
+    ck, raw = model("dhmm0"), toy["raw"]
+    before = ck.read_bytes()
+    out = tmp_path / "adapted.pt"
+    args = ["-m", "alignment.adapt", "--path", str(ck), "--src-text", str(raw / "test.src"), "--tgt-text",
+            str(raw / "test.tgt"), "--bpe", "none", "--updates", "15", "--lr", "0.003", "--max-tokens", "400",
+            "--no-progress"]
+    proc = run(*args, "-o", str(out))
+    assert "15 updates, training loss" in proc.stderr and "Traceback" not in proc.stderr
+    assert ck.read_bytes() == before  # the input checkpoint is left as it was
+    state = torch.load(out, map_location="cpu", weights_only=False)
+    meta = state["adaptation"]
+    assert meta["updates"] == 15 and meta["pairs"] == N_TEST and meta["loss_last"] < meta["loss_first"]
+    old = torch.load(ck, map_location="cpu", weights_only=False)["model"]
+    assert old.keys() == state["model"].keys()
+    assert any(not torch.equal(old[k], state["model"][k]) for k in old)
+    # the training loss on the adapted text, measured here without dropout, went down
+    assert _text_loss(out, raw) < _text_loss(ck, raw) - 0.05
+    # the adapted checkpoint aligns like any other (the dictionaries come from the recorded data-bin)
+    ali = tmp_path / "adapted.align"
+    align_cli("--path", str(out), "--src-text", str(raw / "test.src"), "--tgt-text", str(raw / "test.tgt"),
+              "--bpe", "none", "--method", "posterior", "-o", str(ali))
+    hyp = read_pharaoh(str(ali), src_lens=toy["src_lens"], tgt_lens=toy["tgt_lens"])
+    assert len(hyp) == N_TEST and aer(toy["gold"], hyp) < toy["random"]
+    # one seed, one result: a second run writes the same weights
+    run(*args, "-o", str(tmp_path / "again.pt"))
+    again = torch.load(tmp_path / "again.pt", map_location="cpu", weights_only=False)["model"]
+    assert all(torch.equal(again[k], state["model"][k]) for k in again)
+
+
+def test_adapt_bad_input_is_a_clear_error_and_writes_nothing(toy, model, tmp_path):
+    from alignment.adapt import main
+
+    ck, raw = model("dhmm0"), toy["raw"]
+    short = _write(tmp_path / "short.tgt", ["a b"])
+    out = tmp_path / "never.pt"
+    base = ["--path", str(ck), "--src-text", str(raw / "test.src"), "--bpe", "none", "--no-progress", "-o", str(out)]
+    cases = [(["--tgt-text", str(short), "--updates", "3"], f"has {N_TEST} lines but --tgt-text {short} has 1"),
+             (["--tgt-text", str(raw / "test.tgt"), "--updates", "0"], "--updates must be positive"),
+             (["--tgt-text", str(raw / "test.tgt"), "--updates", "3", "--bpe-codes", str(short)],
+              "got --bpe-codes and --bpe none"),
+             (["--tgt-text", str(tmp_path / "missing"), "--updates", "3"], "--tgt-text: file not found")]
+    for extra, message in cases:
+        proc = run("-m", "alignment.adapt", *base, *extra, check=False)
+        assert proc.returncode == 2 and message in proc.stderr, (extra, proc.stderr[-500:])
+        assert "Traceback" not in proc.stderr
+    assert not out.exists() and not list(tmp_path.glob("never.pt.tmp*"))
+    assert main(base + ["--tgt-text", str(raw / "test.tgt"), "--updates", "2", "-o",
+                        str(tmp_path / "no_dir" / "x.pt")]) == 2

@@ -1,0 +1,197 @@
+"""``hmm-nmt-adapt``: fine-tune a checkpoint on the very sentence pairs it is about to align.
+
+A statistical aligner (eflomal, fast_align, GIZA++) is trained on the text it aligns: the test pairs are part
+of its training corpus, with no gold links involved. This tool gives a neural aligner the same footing: a
+few updates of the checkpoint's own training loss (the criterion recorded in it, e.g. the direct HMM's
+label-smoothed sentence likelihood) on the word-tokenised pairs to align, segmented as ``hmm-nmt-align
+--src-text/--tgt-text`` segments them, then a checkpoint that ``hmm-nmt-align`` and ``fairseq-generate`` load
+as before. Unsupervised: only the text is used, never a gold alignment. For a symmetrized alignment adapt each
+direction's checkpoint on its own side order (``--src-text`` is always the checkpoint's source language).
+
+::
+
+    hmm-nmt-adapt --path en-fr.pt --src-text test.en --tgt-text test.fr --bpe-codes codes --updates 60 -o en-fr.adapted.pt
+    hmm-nmt-adapt --path fr-en.pt --src-text test.fr --tgt-text test.en --bpe-codes codes --updates 60 -o fr-en.adapted.pt
+    hmm-nmt-align --path en-fr.adapted.pt --rev-path fr-en.adapted.pt --src-text test.en --tgt-text test.fr ...
+
+The optimiser is fairseq's usual one for these models (Adam, betas 0.9/0.98) at a constant ``--lr`` after a
+linear warm-up of ``--warmup`` updates, on batches of at most ``--max-tokens`` target+source tokens drawn by
+fairseq's batch sampler (shuffled per pass, ``--seed``); dropout is on, as in training. How many updates
+help is a setting to choose on held-out gold (e.g. the trial pairs), not on the pairs scored.
+"""
+import argparse
+import logging
+import os
+import sys
+from typing import List, Optional
+
+import torch
+
+from hmm_nmt.aligner.matrices import ExtractionError
+from hmm_nmt.aligner.pairs import encode_pair, pair_dataset, too_long
+from wordalign.segment import load_segmenter
+
+from .extract import setup_logging
+from .loading import load_model
+from .raw_text import read_text_pair
+
+logger = logging.getLogger("hmm_nmt.adapt")
+
+__all__ = ["adapt", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="hmm-nmt-adapt",
+        description="Fine-tune a fairseq checkpoint on the word-tokenised sentence pairs it will align (its own "
+                    "training loss, no gold links), as statistical aligners train on the text they align.")
+    p.add_argument("--path", required=True, metavar="CKPT", help="checkpoint (.pt) to adapt")
+    p.add_argument("--data", metavar="DIR", help="folder with the model's dict.SRC.txt/dict.TGT.txt (default: next "
+                                                 "to the checkpoint, else its training data-bin)")
+    p.add_argument("--src-text", required=True, metavar="FILE", help="word-tokenised source text, one sentence a line")
+    p.add_argument("--tgt-text", required=True, metavar="FILE", help="word-tokenised target text, line-parallel")
+    p.add_argument("--bpe-codes", metavar="CODES", help="subword-nmt codes the model was trained with")
+    p.add_argument("--spm-model", metavar="MODEL", help="SentencePiece model the model was trained with")
+    p.add_argument("--bpe", choices=["none"], help="none: the words are the model's tokens (no segmentation)")
+    p.add_argument("--updates", type=int, required=True, metavar="N", help="optimizer updates")
+    p.add_argument("--lr", type=float, default=5e-4, help="learning rate after the warm-up (default 5e-4)")
+    p.add_argument("--warmup", type=int, default=10, metavar="N", help="linear warm-up updates (default 10)")
+    p.add_argument("--max-tokens", type=int, default=2048, metavar="N", help="tokens per batch (default 2048)")
+    p.add_argument("--seed", type=int, default=1, help="batch order and dropout seed (default 1)")
+    p.add_argument("--cpu", action="store_true", help="run on the CPU even when a GPU is available")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument("-o", "--output", required=True, metavar="OUT", help="adapted checkpoint (.pt)")
+    return p
+
+
+def _criterion(task, state):
+    if state.get("cfg") is None:  # an old args-only checkpoint
+        from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+        state["cfg"] = convert_namespace_to_omegaconf(state["args"])
+        state["args"] = None
+    crit_cfg = state["cfg"].criterion
+    if crit_cfg is None:
+        raise ExtractionError("the checkpoint records no criterion: cannot tell which loss it was trained on")
+    return task.build_criterion(crit_cfg)
+
+
+def adapt(model, task, criterion, pairs, updates: int, lr: float = 5e-4, warmup: int = 10,
+          max_tokens: int = 2048, seed: int = 1, progress: bool = True) -> List[float]:
+    """``updates`` Adam steps of ``criterion`` on ``pairs`` (:class:`~hmm_nmt.aligner.pairs.EncodedPair`);
+    returns the per-update training losses (per target token, as fairseq logs them, in nats)."""
+    dataset = pair_dataset(pairs, task)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.Adam(params, lr=lr, betas=(0.9, 0.98), eps=1e-8)
+    device = next(model.parameters()).device
+    losses: List[float] = []
+    model.train()
+    torch.manual_seed(seed)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=updates, desc="adapting", unit="upd", file=sys.stderr, mininterval=5)
+    epochs = task.get_batch_iterator(dataset, max_tokens=max_tokens, seed=seed, max_positions=model.max_positions(),
+                                     ignore_invalid_inputs=False, disable_iterator_cache=True)
+    while len(losses) < updates:
+        for sample in epochs.next_epoch_itr(shuffle=True):
+            if len(losses) >= updates:
+                break
+            if device.type != "cpu":
+                from fairseq import utils
+
+                sample = utils.move_to_cuda(sample)
+            step = len(losses) + 1
+            for g in opt.param_groups:
+                g["lr"] = lr * min(1.0, step / warmup) if warmup > 0 else lr
+            opt.zero_grad()
+            loss, sample_size, _ = criterion(model, sample)
+            (loss / sample_size).backward()  # fairseq's trainer divides the summed gradient by sample_size
+            opt.step()
+            losses.append(loss.item() / sample_size)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{losses[-1]:.3f}")
+    if bar is not None:
+        bar.close()
+    model.eval()
+    return losses
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    p = build_parser()
+    args = p.parse_args(argv)
+    setup_logging()
+    try:
+        for name in ("updates", "max_tokens"):
+            if getattr(args, name) < 1:
+                raise ExtractionError(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+        if args.lr <= 0 or args.warmup < 0:
+            raise ExtractionError(f"--lr must be positive and --warmup not negative (got {args.lr}, {args.warmup})")
+        given = [n for n, v in (("--bpe-codes", args.bpe_codes), ("--spm-model", args.spm_model),
+                                ("--bpe none", args.bpe == "none")) if v]
+        if len(given) != 1:
+            raise ExtractionError("give exactly one of --bpe-codes CODES, --spm-model MODEL or --bpe none (the model's "
+                                  "segmentation)" + (f"; got {' and '.join(given)}" if given else ""))
+        for flag, path in (("--src-text", args.src_text), ("--tgt-text", args.tgt_text),
+                           ("--bpe-codes", args.bpe_codes), ("--spm-model", args.spm_model)):
+            if path is not None and not os.path.isfile(path):
+                raise ExtractionError(f"{flag}: file not found: {path}")
+        out_dir = os.path.dirname(os.path.abspath(args.output))
+        if not os.path.isdir(out_dir):
+            raise ExtractionError(f"-o: directory {out_dir} does not exist")
+        src_lines, tgt_lines = read_text_pair(args.src_text, args.tgt_text)
+        try:
+            segmenter = load_segmenter(args.bpe_codes, args.spm_model)
+        except (OSError, ValueError) as e:
+            raise ExtractionError(f"{'--bpe-codes' if args.bpe_codes else '--spm-model'}: cannot load: {e}") from None
+        model, task = load_model(args.path, args.data, args.cpu)
+        from fairseq import checkpoint_utils
+
+        state = checkpoint_utils.load_checkpoint_to_cpu(args.path)
+        criterion = _criterion(task, state)
+        pairs = [encode_pair(s, t, segmenter, task.source_dictionary, task.target_dictionary)
+                 for s, t in zip(src_lines, tgt_lines) if s and t]
+        long = too_long(model, pairs)
+        if long:
+            k, why = next(iter(long.items()))
+            raise ExtractionError(f"{len(long)} pairs are too long for the model (the first, pair {k + 1} of the "
+                                  f"non-empty ones: {why}); shorten or drop them")
+        if not pairs:
+            raise ExtractionError(f"{args.src_text}: no pair with two non-empty sides to adapt on")
+        logger.info(f"adapting {args.path} on {len(pairs)} pairs of {args.src_text} / {args.tgt_text}: "
+                    f"{args.updates} updates, lr {args.lr}, warm-up {args.warmup}, max tokens {args.max_tokens}")
+        losses = adapt(model, task, criterion, pairs, args.updates, args.lr, args.warmup, args.max_tokens,
+                       args.seed, progress=not args.no_progress)
+        from omegaconf import OmegaConf
+
+        if OmegaConf.is_config(state.get("cfg")):  # stored as fairseq stores it: a plain container
+            state["cfg"] = OmegaConf.to_container(state["cfg"], resolve=True, enum_to_str=True)
+        state["model"] = model.state_dict()
+        state["last_optimizer_state"] = None  # a fresh optimizer if someone trains on from here
+        state["adaptation"] = {"from": os.path.abspath(args.path), "src_text": os.path.abspath(args.src_text),
+                               "tgt_text": os.path.abspath(args.tgt_text), "pairs": len(pairs),
+                               "updates": args.updates, "lr": args.lr, "warmup": args.warmup,
+                               "max_tokens": args.max_tokens, "seed": args.seed,
+                               "loss_first": losses[0], "loss_last": losses[-1]}
+        tmp = f"{args.output}.tmp{os.getpid()}"
+        try:
+            torch.save(state, tmp)
+            os.replace(tmp, args.output)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+    except ExtractionError as e:
+        sys.stderr.write(f"{p.prog}: error: {e}\n")
+        return 2
+    except OSError as e:
+        sys.stderr.write(f"{p.prog}: error: {args.output}: cannot write: {e.strerror}\n")
+        return 2
+    sys.stderr.write(f"{p.prog}: {len(pairs)} pairs, {args.updates} updates, training loss {losses[0]:.3f} -> "
+                     f"{losses[-1]:.3f} (first -> last update); wrote {args.output}\n")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
