@@ -53,7 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bpe-codes", metavar="CODES", help="subword-nmt codes the model was trained with")
     p.add_argument("--spm-model", metavar="MODEL", help="SentencePiece model the model was trained with")
     p.add_argument("--bpe", choices=["none"], help="none: the words are the model's tokens (no segmentation)")
-    p.add_argument("--updates", type=int, required=True, metavar="N", help="optimizer updates")
+    p.add_argument("--updates", required=True, metavar="N[,N2...]",
+                   help="optimizer updates; several (e.g. 30,60,120) write one checkpoint each from one run, and -o "
+                        "then needs {updates} in its name")
     p.add_argument("--lr", type=float, default=5e-4, help="learning rate after the warm-up (default 5e-4)")
     p.add_argument("--warmup", type=int, default=10, metavar="N", help="linear warm-up updates (default 10)")
     p.add_argument("--max-tokens", type=int, default=2048, metavar="N", help="tokens per batch (default 2048)")
@@ -77,9 +79,10 @@ def _criterion(task, state):
 
 
 def adapt(model, task, criterion, pairs, updates: int, lr: float = 5e-4, warmup: int = 10,
-          max_tokens: int = 2048, seed: int = 1, progress: bool = True) -> List[float]:
+          max_tokens: int = 2048, seed: int = 1, progress: bool = True, on_update=None) -> List[float]:
     """``updates`` Adam steps of ``criterion`` on ``pairs`` (:class:`~hmm_nmt.aligner.pairs.EncodedPair`);
-    returns the per-update training losses (per target token, as fairseq logs them, in nats)."""
+    returns the per-update training losses (per target token, as fairseq logs them, in nats).
+    ``on_update(step, losses)``, when given, is called after every update (the model in training mode)."""
     dataset = pair_dataset(pairs, task)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=lr, betas=(0.9, 0.98), eps=1e-8)
@@ -110,6 +113,8 @@ def adapt(model, task, criterion, pairs, updates: int, lr: float = 5e-4, warmup:
             (loss / sample_size).backward()  # fairseq's trainer divides the summed gradient by sample_size
             opt.step()
             losses.append(loss.item() / sample_size)
+            if on_update is not None:
+                on_update(len(losses), losses)
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{losses[-1]:.3f}")
@@ -119,14 +124,29 @@ def adapt(model, task, criterion, pairs, updates: int, lr: float = 5e-4, warmup:
     return losses
 
 
+def atomic_torch_save(obj, path: str) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        torch.save(obj, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     p = build_parser()
     args = p.parse_args(argv)
     setup_logging()
     try:
-        for name in ("updates", "max_tokens"):
-            if getattr(args, name) < 1:
-                raise ExtractionError(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+        try:
+            save_at = sorted({int(x) for x in args.updates.split(",") if x.strip()})
+        except ValueError:
+            raise ExtractionError(f"--updates: expected N or N1,N2,... (integers), got {args.updates!r}") from None
+        if not save_at or save_at[0] < 1 or args.max_tokens < 1:
+            raise ExtractionError(f"--updates and --max-tokens must be positive, got {args.updates}, {args.max_tokens}")
+        if len(save_at) > 1 and "{updates}" not in args.output:
+            raise ExtractionError("-o: with several --updates the name needs {updates}, e.g. -o adapted.{updates}.pt")
         if args.lr <= 0 or args.warmup < 0:
             raise ExtractionError(f"--lr must be positive and --warmup not negative (got {args.lr}, {args.warmup})")
         given = [n for n, v in (("--bpe-codes", args.bpe_codes), ("--spm-model", args.spm_model),
@@ -138,7 +158,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                            ("--bpe-codes", args.bpe_codes), ("--spm-model", args.spm_model)):
             if path is not None and not os.path.isfile(path):
                 raise ExtractionError(f"{flag}: file not found: {path}")
-        out_dir = os.path.dirname(os.path.abspath(args.output))
+        out_dir = os.path.dirname(os.path.abspath(args.output.replace("{updates}", "0")))
         if not os.path.isdir(out_dir):
             raise ExtractionError(f"-o: directory {out_dir} does not exist")
         src_lines, tgt_lines = read_text_pair(args.src_text, args.tgt_text)
@@ -162,34 +182,35 @@ def main(argv: Optional[List[str]] = None) -> int:
             raise ExtractionError(f"{args.src_text}: no pair with two non-empty sides to adapt on")
         logger.info(f"adapting {args.path} on {len(pairs)} pairs of {args.src_text} / {args.tgt_text}: "
                     f"{args.updates} updates, lr {args.lr}, warm-up {args.warmup}, max tokens {args.max_tokens}")
-        losses = adapt(model, task, criterion, pairs, args.updates, args.lr, args.warmup, args.max_tokens,
-                       args.seed, progress=not args.no_progress)
         from omegaconf import OmegaConf
 
         if OmegaConf.is_config(state.get("cfg")):  # stored as fairseq stores it: a plain container
             state["cfg"] = OmegaConf.to_container(state["cfg"], resolve=True, enum_to_str=True)
-        state["model"] = model.state_dict()
         state["last_optimizer_state"] = None  # a fresh optimizer if someone trains on from here
-        state["adaptation"] = {"from": os.path.abspath(args.path), "src_text": os.path.abspath(args.src_text),
-                               "tgt_text": os.path.abspath(args.tgt_text), "pairs": len(pairs),
-                               "updates": args.updates, "lr": args.lr, "warmup": args.warmup,
-                               "max_tokens": args.max_tokens, "seed": args.seed,
-                               "loss_first": losses[0], "loss_last": losses[-1]}
-        tmp = f"{args.output}.tmp{os.getpid()}"
-        try:
-            torch.save(state, tmp)
-            os.replace(tmp, args.output)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+        written = []
+
+        def save(step, losses):
+            if step not in save_at:
+                return
+            out = args.output.replace("{updates}", str(step))
+            state["model"] = model.state_dict()
+            state["adaptation"] = {"from": os.path.abspath(args.path), "src_text": os.path.abspath(args.src_text),
+                                   "tgt_text": os.path.abspath(args.tgt_text), "pairs": len(pairs), "updates": step,
+                                   "lr": args.lr, "warmup": args.warmup, "max_tokens": args.max_tokens,
+                                   "seed": args.seed, "loss_first": losses[0], "loss_last": losses[-1]}
+            atomic_torch_save(state, out)
+            written.append(out)
+
+        losses = adapt(model, task, criterion, pairs, save_at[-1], args.lr, args.warmup, args.max_tokens,
+                       args.seed, progress=not args.no_progress, on_update=save)
     except ExtractionError as e:
         sys.stderr.write(f"{p.prog}: error: {e}\n")
         return 2
     except OSError as e:
         sys.stderr.write(f"{p.prog}: error: {args.output}: cannot write: {e.strerror}\n")
         return 2
-    sys.stderr.write(f"{p.prog}: {len(pairs)} pairs, {args.updates} updates, training loss {losses[0]:.3f} -> "
-                     f"{losses[-1]:.3f} (first -> last update); wrote {args.output}\n")
+    sys.stderr.write(f"{p.prog}: {len(pairs)} pairs, {save_at[-1]} updates, training loss {losses[0]:.3f} -> "
+                     f"{losses[-1]:.3f} (first -> last update); wrote {', '.join(written)}\n")
     return 0
 
 

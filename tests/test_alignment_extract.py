@@ -837,10 +837,13 @@ def test_adapt_fine_tunes_on_the_pairs_to_align_and_the_result_aligns(toy, model
               "--bpe", "none", "--method", "posterior", "-o", str(ali))
     hyp = read_pharaoh(str(ali), src_lens=toy["src_lens"], tgt_lens=toy["tgt_lens"])
     assert len(hyp) == N_TEST and aer(toy["gold"], hyp) < toy["random"]
-    # one seed, one result: a second run writes the same weights
-    run(*args, "-o", str(tmp_path / "again.pt"))
-    again = torch.load(tmp_path / "again.pt", map_location="cpu", weights_only=False)["model"]
+    # one seed, one trajectory: --updates 5,15 writes the 5-update point and the same 15-update weights
+    i = args.index("--updates")
+    run(*args[:i + 1], "5,15", *args[i + 2:], "-o", str(tmp_path / "multi.{updates}.pt"))
+    again = torch.load(tmp_path / "multi.15.pt", map_location="cpu", weights_only=False)["model"]
     assert all(torch.equal(again[k], state["model"][k]) for k in again)
+    early = torch.load(tmp_path / "multi.5.pt", map_location="cpu", weights_only=False)
+    assert early["adaptation"]["updates"] == 5 and any(not torch.equal(early["model"][k], again[k]) for k in again)
 
 
 def test_adapt_bad_input_is_a_clear_error_and_writes_nothing(toy, model, tmp_path):
@@ -851,7 +854,8 @@ def test_adapt_bad_input_is_a_clear_error_and_writes_nothing(toy, model, tmp_pat
     out = tmp_path / "never.pt"
     base = ["--path", str(ck), "--src-text", str(raw / "test.src"), "--bpe", "none", "--no-progress", "-o", str(out)]
     cases = [(["--tgt-text", str(short), "--updates", "3"], f"has {N_TEST} lines but --tgt-text {short} has 1"),
-             (["--tgt-text", str(raw / "test.tgt"), "--updates", "0"], "--updates must be positive"),
+             (["--tgt-text", str(raw / "test.tgt"), "--updates", "0"], "--updates and --max-tokens must be positive"),
+             (["--tgt-text", str(raw / "test.tgt"), "--updates", "2,4"], "the name needs {updates}"),
              (["--tgt-text", str(raw / "test.tgt"), "--updates", "3", "--bpe-codes", str(short)],
               "got --bpe-codes and --bpe none"),
              (["--tgt-text", str(tmp_path / "missing"), "--updates", "3"], "--tgt-text: file not found")]
