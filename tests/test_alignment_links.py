@@ -379,3 +379,30 @@ def test_hansards_table_shows_word_pooled_variants(tmp_path, capsys):
     assert "| posterior | both `mean`, `threshold:0.4`, word-pooled | best | 17.00 | 18.00 |" in out
     assert "| posterior | both `mean`, `threshold:0.4` | soft | 17.50 | 19.00 |" in out
     assert "| posterior | en->fr, `argmax` | fixed | 31.00 | 30.00 |" in out
+
+
+def test_hansards_table_names_the_trial_chosen_adaptation(tmp_path, capsys):
+    import importlib.util
+    import json
+    import os
+
+    spec = importlib.util.spec_from_file_location(
+        "hansards_table", os.path.join(os.path.dirname(__file__), "..", "examples", "hansards", "table.py"))
+    table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(table)
+    (tmp_path / "align").mkdir()
+
+    def rows(dev, test):
+        return [{"method": "posterior", "direction": "both", "symmetrize": "mean", "links": "threshold:0.5",
+                 "pool": "pieces", "AER": test, "P": 90.0, "R": 85.0, "choice": "best", "dev_AER": dev}]
+
+    for m, dev, test in (("dhmm1", 10.0, 9.9), ("dhmm1+a60", 7.5, 9.2), ("dhmm1+a240", 8.0, 8.0),
+                         ("dhmm0", 20.0, 19.0), ("dhmm0+a60", 20.0, 18.0)):
+        (tmp_path / "align" / f"{m}.test.json").write_text(json.dumps(rows(dev, test)))
+    assert table.main(["--work", str(tmp_path), "--models", "dhmm0,dhmm1,dhmm0+a60,dhmm1+a60,dhmm1+a240"]) == 0
+    out = capsys.readouterr().out
+    assert "| transformer_dhmm, first order, adapted (60 updates on the text to align) | posterior |" in out
+    # chosen on trial (7.5), not on test (8.0 at 240); a tie keeps the unadapted model
+    assert "* transformer_dhmm, first order: 60 updates (trial AER of the best variant 7.50; 0: 10.00, 60: 7.50, " \
+           "240: 8.00)" in out
+    assert "* transformer_dhmm, zero order: none (trial AER of the best variant 20.00; 0: 20.00, 60: 20.00)" in out

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from conftest import ROOT, SHARED_DATA
 
 HANSARDS = os.path.join(SHARED_DATA, "hansards_enfr")
@@ -154,7 +155,7 @@ def test_run_sh_end_to_end_tiny(tmp_path):
     cmd = [RUN, "--local", str(tmp_path / "local"), "--work", str(work), "--train-lines", "150", "--merges", "60",
            "--models", "dhmm1,agree1", "--init-from", str(work / "checkpoints"), "--agreement-weight", "0.5",
            "--max-update", "3", "--embed-dim", "16", "--ffn-dim", "32", "--layers", "1",
-           "--heads", "2", "--max-tokens", "400", "--warmup", "2", "--baselines", "none"]
+           "--heads", "2", "--max-tokens", "400", "--warmup", "2", "--baselines", "none", "--adapt-updates", "2,4"]
     p = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     data = work / "data"
@@ -185,7 +186,18 @@ def test_run_sh_end_to_end_tiny(tmp_path):
     assert (ck / "agree1.split" / "fwd.pt").exists() and not (ck / "agree1.fr-en").exists()
     assert re.match(r"AER=\S+ .* sentences=4$", (al / "agree1.gdfa.aer").read_text().strip())
     assert {r["method"] for r in json.loads((al / "agree1.test.json").read_text())} == {"posterior", "alignment"}
+    # --adapt-updates: each model adapted on the trial + test text (hmm-nmt-adapt), aligned and scored alike,
+    # the adaptation chosen on the trial pairs named in the table
+    for m in ("dhmm1", "agree1"):
+        for n in (2, 4):
+            for d in ("en-fr", "fr-en"):
+                assert torch.load(ck / f"{m}.adapt" / f"{d}.{n}.pt", weights_only=False)["adaptation"]["updates"] == n
+            assert {r["method"] for r in json.loads((al / f"{m}+a{n}.test.json").read_text())} == {"posterior",
+                                                                                                    "alignment"}
+    assert (al / "adapt.en").read_text() == (data / "trial.en").read_text() + (data / "test.en").read_text()
     results = (work / "results.md").read_text()
+    assert "first order, adapted (4 updates on the text to align)" in results
+    assert re.search(r"^\* transformer_dhmm, first order: (none|2 updates|4 updates) \(trial AER", results, re.M)
     assert "first order, agreement (joint)" in results
     assert results == p.stdout
     assert "transformer_dhmm, first order" in results and "sentences/s" in results

@@ -5,7 +5,7 @@
 #   examples/hansards/run.sh [--local DIR] [--work DIR] [--train-lines N] [--merges M] [--models LIST]
 #       [--max-update U] [--embed-dim D] [--ffn-dim F] [--layers L] [--heads H] [--max-tokens T] [--lr LR]
 #       [--warmup W] [--dropout P] [--threads N] [--baselines eflomal,fast_align|none] [--gpu] [--seed S]
-#       [--agreement-weight W] [--init-from DIR] [-- more fairseq-train options]
+#       [--agreement-weight W] [--init-from DIR] [--adapt-updates N[,N2...]] [-- more fairseq-train options]
 #
 # Steps (each skipped when its output exists, so an interrupted run resumes): normalize.py (sacremoses,
 # lower case, accents stripped, French contractions/elisions decomposed as the gold does; the gold's words
@@ -17,7 +17,9 @@
 # starts from DIR/dhmm1.en-fr/checkpoint_last.pt and DIR/dhmm1.fr-en/checkpoint_last.pt, e.g. this run's own
 # WORK/checkpoints, the dhmm1 models then being trained first) -> scripts/align_variants.py on
 # the trial pairs (every link variant; the best of each family chosen there) and the chosen + fixed variants
-# on the test pairs -> one timed hmm-nmt-align --rev-path --symmetrize grow-diag-final-and run per model
+# on the test pairs (with --adapt-updates: also each model adapted by hmm-nmt-adapt, N updates of its own
+# training loss on the text of the pairs to align, trial + test, no gold, as eflomal trains on them; one row
+# family per N, and the table names the N chosen on the trial pairs) -> one timed hmm-nmt-align --rev-path --symmetrize grow-diag-final-and run per model
 # (sentences/s of the bidirectional alignment; scored by hmm-nmt-aer --gold-one-based) -> eflomal and
 # fast_align on the same normalized text (skipped with a message when not installed) -> WORK/results.md.
 #
@@ -33,7 +35,7 @@ source "$(dirname "$0")/common.sh"
 LOCAL="$REPO/../shared/data/hansards_enfr" WORK="runs/hansards" TRAIN_LINES="" MERGES=2000
 MODELS="dhmm0,dhmm1,transformer" MAX_UPDATE=1200 EMBED=128 FFN=512 LAYERS=2 HEADS=4 MAX_TOKENS=2048 LR=2e-3
 WARMUP=200 DROPOUT=0.1 THREADS=${OMP_NUM_THREADS:-1} BASELINES="eflomal,fast_align" GPU=0 SEED=1 EXTRA=()
-AGREEMENT_WEIGHT=1.0 INIT_FROM=""
+AGREEMENT_WEIGHT=1.0 INIT_FROM="" ADAPT=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --local) need "$@"; LOCAL="${2%/}"; shift 2 ;;
@@ -55,6 +57,7 @@ while [[ $# -gt 0 ]]; do
     --seed) need "$@"; SEED="$2"; shift 2 ;;
     --agreement-weight) need "$@"; AGREEMENT_WEIGHT="$2"; shift 2 ;;
     --init-from) need "$@"; INIT_FROM="${2%/}"; shift 2 ;;
+    --adapt-updates) need "$@"; ADAPT="$2"; shift 2 ;;
     --gpu) GPU=1; shift ;;
     -h|--help) usage; exit 0 ;;
     --) shift; EXTRA=("$@"); break ;;
@@ -67,6 +70,7 @@ IFS=, read -r -a MODEL_LIST <<< "$MODELS"
 for m in "${MODEL_LIST[@]}"; do
   case "$m" in dhmm0|dhmm1|transformer|agree1) ;; *) die "--models: unknown model '$m' (dhmm0, dhmm1, transformer, agree1)" ;; esac
 done
+[[ -z "$ADAPT" || "$ADAPT" =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "--adapt-updates: N or N1,N2,... (positive integers)"
 [[ "$AGREEMENT_WEIGHT" =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]] || die "--agreement-weight must be a number >= 0"
 if [[ -n "$INIT_FROM" && ",$MODELS," != *,dhmm1,* ]]; then  # checkpoints of an earlier run: they must exist now
   for d in en-fr fr-en; do
@@ -166,12 +170,41 @@ if [[ ",$MODELS," == *,agree1,* ]]; then  # after dhmm1, which --init-from may n
   fi
 fi
 
-# ------------------------------------------------------------------------------------------- 4. align + score
+# ------------------------------------------------------------------------------------------- 4. adapt
+ckpts() {  # model -> "fwd rev" checkpoints; m+aN: model m adapted for N updates
+  local m=${1%%+a*}
+  if [[ $1 == *+a* ]]; then echo "$CK/$m.adapt/en-fr.${1##*+a}.pt $CK/$m.adapt/fr-en.${1##*+a}.pt"
+  elif [[ $m == agree1 ]]; then echo "$CK/agree1.split/fwd.pt $CK/agree1.split/rev.pt"
+  else echo "$CK/$m.en-fr/checkpoint_last.pt $CK/$m.fr-en/checkpoint_last.pt"; fi
+}
+ALIGN_LIST=("${MODEL_LIST[@]}")
+if [[ -n "$ADAPT" ]]; then
+  IFS=, read -r -a ADAPT_LIST <<< "$ADAPT"
+  cat "$DATA/trial.en" "$DATA/test.en" > "$AL/adapt.en"  # the pairs to align: their text only
+  cat "$DATA/trial.fr" "$DATA/test.fr" > "$AL/adapt.fr"
+  for m in "${MODEL_LIST[@]}"; do
+    read -r fwd rev <<< "$(ckpts "$m")"
+    mkdir -p "$CK/$m.adapt"
+    for pair in "en fr $fwd" "fr en $rev"; do
+      set -- $pair
+      todo=""; for n in "${ADAPT_LIST[@]}"; do [[ -f "$CK/$m.adapt/$1-$2.$n.pt" ]] || todo=1; done
+      if [[ -n "$todo" ]]; then
+        log "$m $1->$2: adapting on the trial + test text ($ADAPT updates)"
+        "$PYTHON" -m alignment.adapt "${CPU[@]}" --path "$3" --data "$DBIN" --src-text "$AL/adapt.$1" \
+          --tgt-text "$AL/adapt.$2" --bpe-codes "$BPE/codes" --updates "$ADAPT" --max-tokens "$MAX_TOKENS" \
+          --seed "$SEED" --no-progress -o "$CK/$m.adapt/$1-$2.{updates}.pt" 2> "$CK/$m.adapt/$1-$2.log" || {
+            tail -5 "$CK/$m.adapt/$1-$2.log" >&2; die "hmm-nmt-adapt $m $1->$2 failed"; }
+      fi
+    done
+    for n in "${ADAPT_LIST[@]}"; do ALIGN_LIST+=("$m+a$n"); done
+  done
+fi
+
+# ------------------------------------------------------------------------------------------- 5. align + score
 GOLD_ARGS=(--gold-one-based)
-for m in "${MODEL_LIST[@]}"; do
-  fwd="$CK/$m.en-fr/checkpoint_last.pt" rev="$CK/$m.fr-en/checkpoint_last.pt"
-  [[ $m == agree1 ]] && fwd="$CK/agree1.split/fwd.pt" rev="$CK/agree1.split/rev.pt"
-  methods="posterior,alignment"; [[ $m == transformer ]] && methods="attention"
+for m in "${ALIGN_LIST[@]}"; do
+  read -r fwd rev <<< "$(ckpts "$m")"
+  methods="posterior,alignment"; [[ ${m%%+a*} == transformer ]] && methods="attention"
   if [[ ! -f "$AL/$m.test.json" ]]; then
     log "$m: every link variant on the trial pairs"
     "$PYTHON" "$REPO/scripts/align_variants.py" --fwd "$fwd" --rev "$rev" --data "$DBIN" --methods "$methods" \
@@ -185,7 +218,7 @@ for m in "${MODEL_LIST[@]}"; do
       > "$AL/$m.test.txt" 2> "$AL/$m.test.log"
     mv "$AL/$m.test.tmp.json" "$AL/$m.test.json"
   fi
-  method=posterior; [[ $m == transformer ]] && method=attention
+  method=posterior; [[ ${m%%+a*} == transformer ]] && method=attention
   if [[ ! -f "$AL/$m.gdfa.time" ]]; then
     log "$m: hmm-nmt-align, both directions, grow-diag-final-and, on the test pairs (timed)"
     t0=$(date +%s.%N)
@@ -198,7 +231,7 @@ for m in "${MODEL_LIST[@]}"; do
     --src "$DATA/test.en" --tgt "$DATA/test.fr" > "$AL/$m.gdfa.aer"
 done
 
-# ------------------------------------------------------------------------------------------- 5. baselines
+# ------------------------------------------------------------------------------------------- 6. baselines
 if [[ "$BASELINES" != none && ! -f "$AL/baselines.txt" ]]; then
   if "$PYTHON" -c "import ${BASELINES//fast_align/systran_align}" 2>/dev/null; then
     log "eflomal and fast_align on the training text + the test pairs"
@@ -213,6 +246,6 @@ if [[ "$BASELINES" != none && ! -f "$AL/baselines.txt" ]]; then
   fi
 fi
 
-# ------------------------------------------------------------------------------------------- 6. table
-"$PYTHON" "$HERE/table.py" --work "$WORK" --models "$MODELS" > "$WORK/results.md"
+# ------------------------------------------------------------------------------------------- 7. table
+"$PYTHON" "$HERE/table.py" --work "$WORK" --models "$(IFS=,; echo "${ALIGN_LIST[*]}")" > "$WORK/results.md"
 cat "$WORK/results.md"
