@@ -392,9 +392,10 @@ def test_hansards_table_names_the_trial_chosen_adaptation(tmp_path, capsys):
     spec.loader.exec_module(table)
     (tmp_path / "align").mkdir()
 
-    def rows(dev, test):
-        return [{"method": "posterior", "direction": "both", "symmetrize": "mean", "links": "threshold:0.5",
-                 "pool": "pieces", "AER": test, "P": 90.0, "R": 85.0, "choice": "best", "dev_AER": dev}]
+    def rows(dev, test):  # the posterior's best row, then a worse alignment-distribution best row
+        return [{"method": method, "direction": "both", "symmetrize": "mean", "links": "threshold:0.5",
+                 "pool": "pieces", "AER": test + extra, "P": 90.0, "R": 85.0, "choice": "best", "dev_AER": dev + extra}
+                for method, extra in (("posterior", 0.0), ("alignment", 30.0 - dev))]
 
     for m, dev, test in (("dhmm1", 10.0, 9.9), ("dhmm1+a60", 7.5, 9.2), ("dhmm1+a240", 8.0, 8.0),
                          ("dhmm0", 20.0, 19.0), ("dhmm0+a60", 20.0, 18.0)):

@@ -40,7 +40,7 @@ def main(argv=None):
     out = ["| aligner | method | variant | chosen on trial as | trial AER | test AER | test P | test R |",
            "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |"]
     speed = []
-    best_dev = {}  # model -> trial AER of its `best` row
+    best_dev = {}  # model -> trial AER of its best `best` row (one per method)
     for m in args.models.split(","):
         path = os.path.join(al, f"{m}.test.json")
         if not os.path.exists(path):
@@ -52,8 +52,8 @@ def main(argv=None):
                 continue
             seen.add(key)
             dev = r.get("dev_AER")
-            if r.get("choice") == "best" and dev is not None:
-                best_dev[m] = dev
+            if r.get("choice") == "best" and dev is not None:  # one per method: the model's best is the lowest
+                best_dev[m] = min(dev, best_dev.get(m, dev))
             out.append(f"| {_label(m)} | {r['method']} | {_variant(r)} | {r.get('choice', '')} | "
                        f"{'' if dev is None else f'{dev:.2f}'} | {r['AER']:.2f} | {r['P']:.2f} | {r['R']:.2f} |")
         t_path, a_path = os.path.join(al, f"{m}.gdfa.time"), os.path.join(al, f"{m}.gdfa.aer")
