@@ -4,6 +4,15 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def default_sigint():
+    """``preexec_fn`` for a child that must see a simulated Ctrl-C: a shell without job control starts
+    background jobs with SIGINT ignored, and an ignored SIGINT is inherited across exec (Python then installs
+    no KeyboardInterrupt handler), so the tests restore the default before exec."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 # the checkout under test comes first, whatever is installed in the environment
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, default_sigint
 from test_benchmark_seeds import run, toy_data
 
 from benchmarks import tuning
@@ -140,7 +140,7 @@ def test_translation_benchmark_stops_on_a_flat_dev_curve_and_resumes_to_the_same
     # killed (simulated Ctrl-C) at update 7: the last checkpoint is update 6, two validations into the count
     cut = tmp_path / "cut"
     p = subprocess.run(
-        _bench_cmd(data, cut), capture_output=True, text=True, timeout=900, cwd=ROOT,
+        _bench_cmd(data, cut), capture_output=True, text=True, timeout=900, cwd=ROOT, preexec_fn=default_sigint,
         env=dict(os.environ, OMP_NUM_THREADS="1", FAIRSEQ_INSTRUMENTED_INTERRUPT_AT="7",
                  PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")))
     assert p.returncode == 130, p.stderr[-3000:]
@@ -183,8 +183,8 @@ def test_bench_lm_patience_stops_and_resumes(tmp_path):
     per_epoch = r["stopped_at_update"] // 3
     # interrupted in epoch 3: resumes from the checkpoint of epoch 2 and stops at epoch 3 all the same
     p = subprocess.run(cmd(tmp_path / "cut"), capture_output=True, text=True, timeout=900, cwd=ROOT,
-                       env=dict(os.environ, OMP_NUM_THREADS="1",
-                                FAIRSEQ_INSTRUMENTED_INTERRUPT_AT=str(2 * per_epoch + 1)))
+                       preexec_fn=default_sigint, env=dict(os.environ, OMP_NUM_THREADS="1",
+                                                           FAIRSEQ_INSTRUMENTED_INTERRUPT_AT=str(2 * per_epoch + 1)))
     assert p.returncode == 130, p.stderr[-3000:]
     p = run(cmd(tmp_path / "cut"))
     assert "resuming from" in p.stderr

@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, SHARED_DATA
+from conftest import ROOT, SHARED_DATA, default_sigint
 
 MULTI30K = os.path.join(SHARED_DATA, "multi30k")
 PREPARE = os.path.join(ROOT, "examples", "multi30k", "prepare.sh")
@@ -48,7 +48,8 @@ def env():
 def run(cmd, timeout=600, check=True, extra_env=None):
     e = env()
     e.update(extra_env or {})
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=e, cwd=ROOT)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=e, cwd=ROOT,
+                          preexec_fn=default_sigint)
     if check and proc.returncode != 0:
         raise AssertionError(f"{cmd} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
     return proc
