@@ -36,7 +36,7 @@ if ROOT not in sys.path:  # run from a checkout: this checkout's package
     sys.path.insert(0, ROOT)
 from benchmarks.common import BenchmarkError  # noqa: E402
 from benchmarks.fairseq_runner import interrupt_on_sigterm  # noqa: E402
-from benchmarks.lm import DEFAULT, MODELS, kn5, run_fairseq  # noqa: E402
+from benchmarks.lm import DEFAULT, MODELS, collect, kn5, plot_dev_curves, run_fairseq  # noqa: E402
 from hmm_nmt_io import atomic_write  # noqa: E402
 
 
@@ -59,10 +59,26 @@ def main(argv=None):
     ap.add_argument("--reuse", action="store_true",
                     help="models with a checkpoint_best.pt and training log in OUT are only scored, not retrained")
     ap.add_argument("--list", action="store_true", help="print the model names and exit")
+    ap.add_argument("--collect", nargs="+", metavar="OUT",
+                    help="no training: merge the results.json of these --out directories (models run in parallel, "
+                         "one --out each, or one --out per seed) into one table; with --plot PNG also the dev curves")
+    ap.add_argument("--plot", help="with --collect: write the per-epoch dev perplexity curves to this PNG")
     opts = ap.parse_args(argv)
     if opts.list:
         print("kn5", *MODELS)
         return
+    if opts.collect:
+        try:
+            merged = collect(opts.collect)
+        except BenchmarkError as e:
+            print(f"bench_lm.py: error: {e}", file=sys.stderr)
+            return 1
+        print(collected_table(merged))
+        if opts.plot:
+            plot_dev_curves(merged, opts.plot, "dev perplexity per epoch (first run of each model)")
+        return 0
+    if opts.plot:
+        ap.error("--plot goes with --collect")
     for flag in ("raw", "bin", "out"):
         if not getattr(opts, flag):
             ap.error(f"--{flag} is required")
@@ -127,6 +143,28 @@ def table(names, results, opts):
         cpu = "-" if r.get("train_cpu_s") is None else f"{r['train_cpu_s'] / 60:.1f}"
         lines.append(f"| {name} | {r['params']:,} | {r['dev_ppl']:.1f} | {r['test_ppl']:.1f} | {spe} | {mem} | {stop} | "
                      f"{r.get('stop_reason', '-')} | {r.get('best_dev_epoch', '-')} | {wall} | {cpu} |")
+    return "\n".join(lines)
+
+
+def collected_table(merged):
+    """One row per model over its runs (seeds): dev / test perplexity of each run and their mean, where each run
+    stopped and why, its best dev epoch and training minutes."""
+    def each(runs, key, fmt):
+        vals = [r.get(key) for r in runs]
+        return " / ".join("-" if v is None else fmt.format(v) for v in vals)
+
+    lines = ["| model | runs | params | dev ppl | test ppl | mean dev | mean test | stopped at epoch (update) | why | "
+             "best dev epoch | train ppl (last epoch) | train wall min |",
+             "| --- | ---: | ---: | --- | --- | ---: | ---: | --- | --- | --- | --- | --- |"]
+    for name, runs in merged.items():
+        mean = {k: sum(r[k] for r in runs) / len(runs) for k in ("dev_ppl", "test_ppl")}
+        stop = " / ".join("-" if r.get("stopped_at_epoch") is None else
+                          f"{r['stopped_at_epoch']} ({r['stopped_at_update']:,})" for r in runs)
+        wall = " / ".join("-" if r.get("train_wall_s") is None else f"{r['train_wall_s'] / 60:.1f}" for r in runs)
+        lines.append(f"| {name} | {len(runs)} | {runs[0]['params']:,} | {each(runs, 'dev_ppl', '{:.1f}')} | "
+                     f"{each(runs, 'test_ppl', '{:.1f}')} | {mean['dev_ppl']:.1f} | {mean['test_ppl']:.1f} | {stop} | "
+                     f"{each(runs, 'stop_reason', '{}')} | {each(runs, 'best_dev_epoch', '{}')} | "
+                     f"{each(runs, 'train_ppl_last_epoch', '{:.1f}')} | {wall} |")
     return "\n".join(lines)
 
 
