@@ -90,8 +90,10 @@ def train_and_evaluate(args, seed, epochs, lr, batch_size=32, progress=None, tas
     best_state, epochs_run = None, 0
     for epoch in range(1, epochs + 1):
         model.train()
-        itr = task.get_batch_iterator(task.dataset("train"), max_sentences=batch_size, seed=seed,
-                                      epoch=epoch).next_epoch_itr(shuffle=True)
+        # no cached iterator: fairseq reuses one per dataset, so a run would continue the previous run's epochs
+        # and shuffle with its seed (found by the kill-and-resume test: results depended on the runs before)
+        itr = task.get_batch_iterator(task.dataset("train"), max_sentences=batch_size, seed=seed, epoch=epoch,
+                                      disable_iterator_cache=True).next_epoch_itr(shuffle=True)
         tot_loss, tot_n = 0.0, 0
         for sample in itr:
             t0 = time.perf_counter()

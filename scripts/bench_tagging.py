@@ -10,8 +10,9 @@ carved from the training file with a fixed seed), and prints for every architect
 
 with mean and 95 % confidence half-width (Student t over the seeds) of chunk F1 (chunking, seqeval) or
 tag accuracy (POS) on the dev split, then the training and tagging speed (tokens/s, mean over runs) and
-the parameter counts. Every run is stored in ``--out`` (JSON), and runs already there are reused, so an
-interrupted benchmark resumes.
+the parameter counts. Every run is stored in ``--out`` (JSON) as soon as it ends, and runs already there are
+reused, so an interrupted benchmark resumes with the run it was in (the same command; more seeds, models, tasks
+or architectures may be added to one ``--out``, other training settings are refused).
 
     python scripts/bench_tagging.py --train-sentences 1000 --epochs 5 --seeds 1 2 3 --out bench.json
 
@@ -124,6 +125,14 @@ def ci95(values):
     return mean, T975.get(n - 1, 1.96) * statistics.stdev(values) / math.sqrt(n)
 
 
+# options that choose which runs to make, or how to run them, not what a run computes
+NOT_TRAINING = ("out", "tasks", "models", "architectures", "seeds", "threads", "max_epochs")
+
+
+def training_settings(config):
+    return {k: v for k, v in config.items() if k not in NOT_TRAINING}
+
+
 def run_key(task, model, arch, seed):
     return f"{task}|{model}|{arch}|{seed}"
 
@@ -140,7 +149,15 @@ def main(argv=None):
     runs = {}
     if os.path.exists(args.out):
         with open(args.out) as f:
-            runs = json.load(f)["runs"]
+            saved = json.load(f)
+        runs = saved["runs"]
+        # runs are reused by (task, model, architecture, seed): refuse to mix them with runs of other settings
+        diff = sorted(k for k in training_settings(vars(args))
+                      if k in saved.get("config", {}) and saved["config"][k] != vars(args)[k])
+        if diff:
+            details = ", ".join(f"--{k.replace('_', '-')} {saved['config'][k]!r} -> {vars(args)[k]!r}" for k in diff)
+            sys.exit(f"error: {args.out} holds runs made with other settings ({details}); use another --out, "
+                     "or delete it to start over")
     task_specs = []
     for t in args.tasks:
         name, _, col = t.partition("=")
