@@ -17,32 +17,26 @@ from benchmarks.common import BenchmarkError, read_json, write_json
 from benchmarks.logs import parse_train_log
 from benchmarks.stopping import stop_reason, training_clock
 
-# name -> fairseq arguments ({raw} is the --raw directory); m = 64 Brown clusters unless said otherwise
+# name -> fairseq arguments ({raw} is the --raw directory)
 HMM = ["--arch", "hmm_lm", "--criterion", "hmm_lm", "--hmm-embed-dim", "256"]
+
+
+def hmm(states_per_cluster, dropout="0.5", partition="brown64", extra=()):
+    """An ``hmm_lm`` of 64 clusters x ``states_per_cluster`` states (``partition``: a Brown cluster file of
+    --raw, or ``uniform``)."""
+    part = (["--constraint", "uniform", "--num-clusters", "64"] if partition == "uniform"
+            else ["--brown-clusters", "{raw}/" + partition + ".txt"])
+    return HMM + part + ["--states-per-cluster", str(states_per_cluster), "--state-dropout", dropout, *extra]
+
+
+SCALAR = ("--parameterization", "scalar")
 MODELS = {
-    "hmm-1k": HMM + ["--brown-clusters", "{raw}/brown64.txt", "--states-per-cluster", "16", "--state-dropout", "0.5"],
-    "hmm-2k": HMM + ["--brown-clusters", "{raw}/brown64.txt", "--states-per-cluster", "32", "--state-dropout", "0.5"],
-    "hmm-4k": HMM + ["--brown-clusters", "{raw}/brown64.txt", "--states-per-cluster", "64", "--state-dropout", "0.5"],
-    "hmm-8k": HMM + ["--brown-clusters", "{raw}/brown64.txt", "--states-per-cluster", "128", "--state-dropout", "0.5"],
-    "hmm-16k": HMM + ["--brown-clusters", "{raw}/brown64.txt", "--states-per-cluster", "256", "--state-dropout", "0.5"],
-    "hmm-32k": HMM + ["--brown-clusters", "{raw}/brown64.txt", "--states-per-cluster", "512", "--state-dropout", "0.5"],
+    **{f"hmm-{k}k": hmm(16 * k) for k in (1, 2, 4, 8, 16, 32)},
     # the paper's Table 3 ablations are at 16k states; the 4k ones are what a CPU trains
-    "hmm-8k-nodrop": HMM + ["--brown-clusters", "{raw}/brown64.txt", "--states-per-cluster", "128",
-                            "--state-dropout", "0"],
-    "hmm-16k-nodrop": HMM + ["--brown-clusters", "{raw}/brown64.txt", "--states-per-cluster", "256",
-                             "--state-dropout", "0"],
-    "hmm-16k-scalar": HMM + ["--brown-clusters", "{raw}/brown64.txt", "--states-per-cluster", "256",
-                             "--state-dropout", "0.5", "--parameterization", "scalar"],
-    "hmm-16k-uniform": HMM + ["--constraint", "uniform", "--num-clusters", "64", "--states-per-cluster", "256",
-                              "--state-dropout", "0.5"],
-    "hmm-4k-nodrop": HMM + ["--brown-clusters", "{raw}/brown64.txt", "--states-per-cluster", "64",
-                            "--state-dropout", "0"],
-    "hmm-4k-scalar": HMM + ["--brown-clusters", "{raw}/brown64.txt", "--states-per-cluster", "64",
-                            "--state-dropout", "0.5", "--parameterization", "scalar"],
-    "hmm-4k-uniform": HMM + ["--constraint", "uniform", "--num-clusters", "64", "--states-per-cluster", "64",
-                             "--state-dropout", "0.5"],
-    "hmm-4k-brown128": HMM + ["--brown-clusters", "{raw}/brown128.txt", "--states-per-cluster", "32",
-                              "--state-dropout", "0.5"],
+    **{f"hmm-{k}k-nodrop": hmm(16 * k, dropout="0") for k in (4, 8, 16)},
+    **{f"hmm-{k}k-scalar": hmm(16 * k, extra=SCALAR) for k in (4, 16)},
+    **{f"hmm-{k}k-uniform": hmm(16 * k, partition="uniform") for k in (4, 16)},
+    "hmm-4k-brown128": hmm(32, partition="brown128"),
     # the paper's Table 1 baselines: 2-layer 256-dim LSTM (3.6M params with tied embeddings), a small transformer
     "lstm": ["--arch", "lstm_lm", "--criterion", "cross_entropy", "--decoder-embed-dim", "256",
              "--decoder-hidden-size", "256", "--decoder-out-embed-dim", "256", "--decoder-layers", "2",
