@@ -16,6 +16,10 @@ and entity precision/recall/F1 in the file's scheme (seqeval strict, ``hmm_nmt.d
 CoNLL-U input (a checkpoint trained with ``--data-format conllu``) is read the same way as in training
 (multiword tokens and empty nodes skipped) and written as tab-separated rows of its ten fields plus the tag.
 The output is written to a temporary file and renamed, so a failed run leaves no partial file.
+
+``--path a.pt:b.pt:c.pt`` tags with an ensemble of taggers trained on the same data (fairseq's separator;
+``hmm_nmt.models.tagger_ensemble``): their mean per-token probabilities, and under ``--decoding viterbi``
+for CRF taggers the best path of their mean CRF potentials.
 """
 import argparse
 import logging
@@ -33,11 +37,13 @@ import hmm_nmt  # noqa: E402,F401  (registers the task/models, makes checkpoints
 from hmm_nmt.criterions.tagging_cross_entropy import DECODINGS, decode_tags  # noqa: E402
 from hmm_nmt.data.conll import CoNLLFormatError, check_column, conllu_column, write_conll  # noqa: E402
 from hmm_nmt.data.entity_eval import count_invalid, entity_scores  # noqa: E402
+from hmm_nmt.models.tagger_ensemble import TaggerEnsemble, check_same_dictionaries  # noqa: E402
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--path", required=True, help="checkpoint (checkpoint_best.pt)")
+    p.add_argument("--path", required=True,
+                   help="checkpoint (checkpoint_best.pt), or several separated by ':' for an ensemble")
     p.add_argument("--input", required=True, help="CoNLL file to tag (.gz allowed)")
     p.add_argument("--output", required=True, help="CoNLL output file")
     p.add_argument("--word-column", default=None, help="word column of the input (default: training's)")
@@ -57,6 +63,18 @@ def load(path, overrides):
 
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides)
     return models[0], task
+
+
+def load_ensemble(paths, overrides):
+    """One model, or a :class:`TaggerEnsemble` of several checkpoints of the same data; the first's task."""
+    for path in paths:
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"--path: no checkpoint {path}")
+    loaded = [load(path, overrides) for path in paths]
+    if len(loaded) == 1:
+        return loaded[0]
+    check_same_dictionaries([t for _, t in loaded], paths)
+    return TaggerEnsemble([m for m, _ in loaded]), loaded[0][1]
 
 
 def uses_chars(model):
@@ -112,7 +130,7 @@ def main(argv=None):
     if args.train_file:
         overrides["train_file"] = args.train_file
     try:
-        model, task = load(args.path, overrides)
+        model, task = load_ensemble([p for p in args.path.split(":") if p], overrides)
         conllu = task.data_format(task.args) == "conllu"
         column = conllu_column if conllu else int
         sentences = task.read_file(task.args, args.input)
@@ -121,7 +139,7 @@ def main(argv=None):
         gold_col = None if args.gold_column is None else column(args.gold_column)
         if gold_col is not None:
             check_column(args.input, sentences, gold_col, "gold")
-    except (CoNLLFormatError, FileNotFoundError) as e:
+    except (CoNLLFormatError, FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     device = "cuda" if torch.cuda.is_available() and not args.cpu else "cpu"

@@ -24,7 +24,7 @@ from torch import Tensor
 from hmm_nmt.hmm import chain
 from hmm_nmt.hmm.logspace import MASKED
 
-__all__ = ["LinearChainCRF", "constraint_scores", "constrained_viterbi", "constrain_potentials"]
+__all__ = ["LinearChainCRF", "constraint_scores", "constrained_viterbi", "constrain_potentials", "add_constraints"]
 
 
 def _with_end(log_emit: Tensor, end: Tensor, mask: Optional[Tensor]) -> Tensor:
@@ -85,6 +85,13 @@ def constrain_potentials(log_G: Tensor, allowed, start, end, mask: Optional[Tens
     return out + at_end.view((B, T) + (1,) * (extra + 1) + (1,)) * end_s.view((1, 1) + (1,) * (extra + 1) + (N,))
 
 
+def add_constraints(trans: Tensor, start: Tensor, emit: Tensor, constraints, mask: Optional[Tensor] = None):
+    """CRF potentials ``(trans, start, emit)`` (see :meth:`LinearChainCRF.potentials`) with a tag scheme's
+    ``constraints`` ``(allowed, start, end)`` added; the end scores go to each sequence's last position."""
+    t2, s2, e2 = constraint_scores(*constraints, dtype=emit.dtype, device=emit.device)
+    return trans + t2, start + s2, _with_end(emit, e2, mask)
+
+
 class LinearChainCRF(nn.Module):
     """The CRF output layer: ``nll(emissions, tags, mask)`` for training, ``decode`` (Viterbi) and
     ``marginals``. ``allowed``/``start``/``end`` (optional booleans) fix the impossible transitions."""
@@ -132,8 +139,7 @@ class LinearChainCRF(nn.Module):
         further impossible transitions, on top of the CRF's own."""
         trans, start, emit = self.potentials(emissions, mask)
         if constraints is not None:
-            t2, s2, e2 = constraint_scores(*constraints, dtype=emissions.dtype, device=emissions.device)
-            trans, start, emit = trans + t2, start + s2, _with_end(emit, e2, mask)
+            trans, start, emit = add_constraints(trans, start, emit, constraints, mask)
         return chain.viterbi(trans, None, mask, log_emit=emit, log_start=start)
 
     def marginals(self, emissions: Tensor, mask: Optional[Tensor] = None) -> Tensor:
