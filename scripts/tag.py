@@ -17,6 +17,9 @@ CoNLL-U input (a checkpoint trained with ``--data-format conllu``) is read the s
 (multiword tokens and empty nodes skipped) and written as tab-separated rows of its ten fields plus the tag.
 The output is written to a temporary file and renamed, so a failed run leaves no partial file.
 
+A checkpoint trained with ``--tagging-unit document`` tags each document's sentences as one sequence
+(``hmm_nmt.data.documents``) and writes the tags sentence by sentence as usual.
+
 ``--path a.pt:b.pt:c.pt`` tags with an ensemble of taggers trained on the same data (fairseq's separator;
 ``hmm_nmt.models.tagger_ensemble``): their mean per-token probabilities, and under ``--decoding viterbi``
 for CRF taggers the best path of their mean CRF potentials.
@@ -35,6 +38,7 @@ if ROOT not in sys.path:
 
 import hmm_nmt  # noqa: E402,F401  (registers the task/models, makes checkpoints loadable)
 from hmm_nmt.criterions.tagging_cross_entropy import DECODINGS, decode_tags  # noqa: E402
+from hmm_nmt.data import documents  # noqa: E402
 from hmm_nmt.data.conll import CoNLLFormatError, check_column, conllu_column, write_conll  # noqa: E402
 from hmm_nmt.data.entity_eval import count_invalid, entity_scores  # noqa: E402
 from hmm_nmt.models.tagger_ensemble import TaggerEnsemble, check_same_dictionaries  # noqa: E402
@@ -121,6 +125,23 @@ def tag_sentences(model, task, words_per_sentence, batch_size=64, device="cpu", 
     return out
 
 
+def tag_units(model, task, sentences, word_col, batch_size=64, device="cpu", decoding="argmax"):
+    """Predicted tags (training scheme) per sentence; under ``--tagging-unit document`` the sentences are
+    tagged in their document units (:meth:`SequenceTaggingTask.units_of`) and the predictions split back."""
+    words = [s.column(word_col) for s in sentences]
+    if not getattr(task, "document_units", False):
+        return tag_sentences(model, task, words, batch_size, device, decoding=decoding)
+    groups = task.units_of(sentences)
+    unit_words = [documents.join(words, g, documents.SEPARATOR) for g in groups]
+    unit_preds = tag_sentences(model, task, unit_words, batch_size, device, decoding=decoding)
+    decoded = [None] * len(sentences)
+    lengths = [len(w) for w in words]
+    for g, pred in zip(groups, unit_preds):
+        for i, piece in documents.split(pred, g, lengths).items():
+            decoded[i] = piece
+    return decoded
+
+
 def main(argv=None):
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
@@ -144,8 +165,7 @@ def main(argv=None):
         return 1
     device = "cuda" if torch.cuda.is_available() and not args.cpu else "cpu"
     model.to(device).eval()
-    decoded = tag_sentences(model, task, [s.column(word_col) for s in sentences], args.batch_size, device,
-                            decoding=args.decoding)
+    decoded = tag_units(model, task, sentences, word_col, args.batch_size, device, args.decoding)
     preds = [task.to_file_scheme(p) for p in decoded]
     write_conll(args.output, ([cols + [p] for cols, p in zip(s.rows, pred)] for s, pred in zip(sentences, preds)),
                 sep="\t" if conllu else " ")

@@ -17,6 +17,11 @@ multiword tokens and empty nodes are skipped, the words are the FORM field and `
 field (``upos``, the default, or ``xpos``). CoNLL files: ``-DOCSTART-`` lines are document boundaries and a
 line holding only white space (WNUT-17) is a sentence break.
 
+``--tagging-unit document`` (entity tags only) trains, validates and tags runs of consecutive sentences of one
+document as one sequence, joined by a separator token tagged ``O`` and packed up to ``--max-source-positions``
+tokens (:mod:`hmm_nmt.data.documents`): document context for NER. ``scripts/tag.py`` splits the predictions
+back into sentences; the validation accuracy then counts the separators, the entity scores do not change.
+
 Tag schemes (entity and chunk tags ``O``/``B-X``/``I-X``/``E-X``/``S-X``): ``--data-tag-scheme`` is the
 scheme the files are written in (detected from the training file when omitted), ``--tag-scheme`` the one
 the model is trained and decodes in (default: the file's); tags are converted on reading
@@ -62,6 +67,7 @@ import torch
 from fairseq.data import Dictionary, LanguagePairDataset, ListDataset
 from fairseq.tasks import LegacyFairseqTask, register_task
 
+from hmm_nmt.data import documents
 from hmm_nmt.data import tag_schemes as ts
 from hmm_nmt.data.chars import CharAlphabet, collate_chars
 from hmm_nmt.data.conll import CoNLLFormatError, check_column, conllu_column, read_conll, read_conllu, split_dev
@@ -133,7 +139,11 @@ class SequenceTaggingTask(LegacyFairseqTask):
                             help="keep only the first N training sentences after the dev carve-out (0: all)")
         parser.add_argument("--lowercase", action="store_true", help="lowercase words before lookup")
         parser.add_argument("--word-min-count", type=int, default=1, help="words rarer than this in train become <unk>")
-        parser.add_argument("--max-source-positions", type=int, default=1024, help="longest sentence kept")
+        parser.add_argument("--max-source-positions", type=int, default=1024,
+                            help="longest sentence kept (with --tagging-unit document: the size of a unit)")
+        parser.add_argument("--tagging-unit", choices=["sentence", "document"], default="sentence",
+                            help="document: tag consecutive sentences of a document (-DOCSTART-) as one sequence, "
+                                 "joined by a separator (entity tags only)")
 
     def __init__(self, args, word_dict, tag_dict):
         super().__init__(args)
@@ -145,6 +155,22 @@ class SequenceTaggingTask(LegacyFairseqTask):
             self.data_scheme = self.train_scheme = None
         self.bio = self.train_scheme is not None  # entity/chunk tags: span metrics apply
         self._alphabet = None
+        if self.document_units and not (self.bio and documents.SEPARATOR_TAG in tag_dict.symbols):
+            raise ValueError("--tagging-unit document needs entity tags with an O tag (NER, chunking)")
+
+    # ---------------------------------------------------------------- document units
+    @property
+    def document_units(self):
+        """True under ``--tagging-unit document``."""
+        return getattr(self.args, "tagging_unit", "sentence") == "document"
+
+    def units_of(self, sentences):
+        """The groups of sentence indices tagged as one sequence (:func:`hmm_nmt.data.documents.units`); one
+        group per sentence in sentence mode."""
+        if not self.document_units:
+            return [[i] for i in range(len(sentences))]
+        return documents.units([s.doc for s in sentences], [len(s) for s in sentences],
+                               self.args.max_source_positions)
 
     # ---------------------------------------------------------------- characters
     @property
@@ -326,6 +352,8 @@ class SequenceTaggingTask(LegacyFairseqTask):
             word_dict, tag_dict = Dictionary(), Dictionary()
             probe = cls.__new__(cls)
             probe.data_scheme, probe.train_scheme = args.data_tag_scheme, args.tag_scheme
+            if getattr(args, "tagging_unit", "sentence") == "document":
+                word_dict.add_symbol(documents.SEPARATOR, n=max(len(sents), args.word_min_count))
             for s in sents:
                 for w in cls.words_of(args, s):
                     word_dict.add_symbol(w)
@@ -339,28 +367,36 @@ class SequenceTaggingTask(LegacyFairseqTask):
                        if args.tag_scheme else ""))
         return cls(args, word_dict, tag_dict)
 
-    def encode(self, sentences, path=None):
-        """(word index tensors, tag index tensors) of CoNLL sentences, no EOS."""
-        src, tgt = [], []
-        for s in sentences:
-            src.append(torch.LongTensor([self.word_dict.index(w) for w in self.words_of(self.args, s)]))
-            tags = self.convert_tags(s.column(self.tag_column), path, s.lines[0])
-            tgt.append(torch.LongTensor([self.tag_dict.index(t) for t in tags]))
+    def encode(self, sentences, path=None, groups=None):
+        """(word index tensors, tag index tensors) of CoNLL sentences, no EOS; with ``groups`` (see
+        :meth:`units_of`) one pair per group, its sentences joined by the document separator."""
+        words = [self.words_of(self.args, s) for s in sentences]
+        tags = [self.convert_tags(s.column(self.tag_column), path, s.lines[0]) for s in sentences]
+        if groups is not None:
+            words = [documents.join(words, g, documents.SEPARATOR) for g in groups]
+            tags = [documents.join(tags, g, documents.SEPARATOR_TAG) for g in groups]
+        src = [torch.LongTensor([self.word_dict.index(w) for w in ws]) for ws in words]
+        tgt = [torch.LongTensor([self.tag_dict.index(t) for t in ts_]) for ts_ in tags]
         return src, tgt
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         path, sents = self.read_split(self.args, split)
         if sents is None:
             raise FileNotFoundError(f"no {split} file for data={self.args.data!r} (see --{split}-file)")
-        src, tgt = self.encode(sents, path)
+        groups = self.units_of(sents) if self.document_units else None
+        src, tgt = self.encode(sents, path, groups)
         unk_tags = sum(int((t == self.tag_dict.unk()).sum()) for t in tgt)
         if unk_tags:
             logger.warning(f"{path} [{split}]: {unk_tags} tags not seen in training (counted as errors)")
         chars = None
         if self.needs_chars:
-            chars = self.encode_chars([s.column(self.word_column) for s in sents])
+            raw = [s.column(self.word_column) for s in sents]
+            if groups is not None:
+                raw = [documents.join(raw, g, documents.SEPARATOR) for g in groups]
+            chars = self.encode_chars(raw)
         self.datasets[split] = self.build_dataset(src, tgt, chars)
-        logger.info(f"{path} [{split}]: {len(src)} sentences, {sum(len(s) for s in src)} tokens")
+        units = f" in {len(groups)} document units" if groups is not None else ""
+        logger.info(f"{path} [{split}]: {len(sents)} sentences{units}, {sum(len(s) for s in sents)} tokens")
 
     def build_dataset(self, src, tgt=None, chars=None):
         """The dataset of encoded sentences; with ``chars`` (per sentence, (T, C) character ids, see
