@@ -78,7 +78,7 @@ def test_task_builds_document_units_with_o_tagged_separators(tmp_path):
 
 
 def test_conll2003_recipe_in_document_units(tmp_path):
-    r = recipe("conll2003", tmp_path, "--epochs", "6", "--", "--tagging-unit", "document", "--batch-size", "1")
+    r = recipe("conll2003", tmp_path, "--epochs", "6", "--units", "document", "--", "--batch-size", "1")
     assert r.returncode == 0, r.stderr[-3000:]
     assert "300 sentences in 30 document units" in r.stdout  # ten sentences per -DOCSTART- in the tiny data
     assert r.stdout.count("invalid sequences 0 written (iob1)") == 2

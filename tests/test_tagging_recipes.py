@@ -36,6 +36,20 @@ def test_conll2003_recipe(tmp_path):
     assert all(len(s.rows[0]) == 5 and is_valid(s.column(4), "iob1") for s in tagged)
 
 
+def test_conll2003_recipe_several_seeds_and_their_ensemble(tmp_path):
+    r = recipe("conll2003", tmp_path, "--epochs", "2", "--seeds", "1 2")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "== dev" in r.stdout and "(ensemble of seeds 1 2)" in r.stdout
+    f1 = [float(x.split("F1 ")[1].split()[0]) for x in r.stdout.splitlines() if x.startswith("entity precision")]
+    assert len(f1) == 6 and all(f > 30 for f in f1)  # dev and test of seed 1, seed 2, the ensemble
+    for name in ("dev.s1", "test.s2", "dev.ensemble", "test.ensemble"):
+        tagged = read_conll(str(tmp_path / "run" / f"{name}.tagged"))
+        assert all(len(s.rows[0]) == 5 and is_valid(s.column(4), "iob1") for s in tagged)
+    assert (tmp_path / "run" / "checkpoints.s2" / "checkpoint_best.pt").exists()
+    bad = recipe("conll2003", tmp_path, "--units", "paragraph")
+    assert bad.returncode == 2 and "--units" in bad.stderr
+
+
 def test_ud_pos_recipe(tmp_path):
     r = recipe("ud_pos", tmp_path, "--epochs", "2")
     assert r.returncode == 0, r.stderr[-3000:]
