@@ -19,6 +19,30 @@ if ROOT not in sys.path:
 SHARED_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
 
 
+def save_tagger_checkpoint(model, args, path):
+    """A checkpoint of an (untrained) ``sequence_tagging`` model in the layout fairseq-train writes, for
+    ``scripts/tag.py`` tests that need no training run."""
+    from fairseq import checkpoint_utils
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    checkpoint_utils.torch_persistent_save(
+        {"cfg": convert_namespace_to_omegaconf(args), "model": model.state_dict(),
+         "optimizer_history": [{"criterion_name": "TaggingCrossEntropyCriterion", "optimizer_name": "Adam",
+                                "num_updates": 0, "lr_scheduler_state": {"best": None}}],
+         "extra_state": {"best_loss": None, "train_iterator": {"epoch": 1}}}, path)
+    return path
+
+
+def load_tag_script():
+    """``scripts/tag.py`` as a module (its ``main(argv)`` returns the exit status)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tag_script", os.path.join(ROOT, "scripts", "tag.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture(scope="session")
 def scale_toy(tmp_path_factory):
     """A 200-pair toy corpus binarised by fairseq-preprocess, shared by the scaling tests (distributed, resume,

@@ -1,11 +1,10 @@
 """Ensembles of taggers (``hmm_nmt.models.tagger_ensemble``, ``scripts/tag.py --path a:b``): the CRF ensemble's
 Viterbi path is the best valid path of the summed CRF scores (brute force), one member is the model itself,
 and the script tags with several checkpoints and refuses ones trained on other data."""
-import importlib.util
 import os
 
 import torch
-from conftest import ROOT
+from conftest import load_tag_script, save_tagger_checkpoint
 from test_tagging_schemes_decoding import IOB1, make_task, valid_paths, write
 
 from hmm_nmt.criterions.tagging_cross_entropy import decode_tags
@@ -85,30 +84,11 @@ def test_ensemble_without_crf_decodes_its_mean_probabilities_under_the_scheme(tm
         assert pred[b, :n].tolist() == list(best)
 
 
-def save(model, args, path):
-    from fairseq import checkpoint_utils
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-
-    checkpoint_utils.torch_persistent_save(
-        {"cfg": convert_namespace_to_omegaconf(args), "model": model.state_dict(),
-         "optimizer_history": [{"criterion_name": "TaggingCrossEntropyCriterion", "optimizer_name": "Adam",
-                                "num_updates": 0, "lr_scheduler_state": {"best": None}}],
-         "extra_state": {"best_loss": None, "train_iterator": {"epoch": 1}}}, path)
-    return path
-
-
-def tag_script():
-    spec = importlib.util.spec_from_file_location("tag_script", os.path.join(ROOT, "scripts", "tag.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_tag_script_ensemble_and_its_errors(tmp_path, capsys):
     args, task = make_task(tmp_path, "bilstm_crf_tagger", ["--tag-scheme", "bioes", "--char-embed-dim", "3",
                                                            "--char-hidden", "2"])
-    cks = [save(random_model(task, args, s), args, str(tmp_path / f"m{s}.pt")) for s in (1, 2)]
-    mod = tag_script()
+    cks = [save_tagger_checkpoint(random_model(task, args, s), args, str(tmp_path / f"m{s}.pt")) for s in (1, 2)]
+    mod = load_tag_script()
     dev, out = str(tmp_path / "dev.txt"), str(tmp_path / "ens.txt")
     assert mod.main(["--path", ":".join(cks), "--input", dev, "--output", out, "--gold-column", "2",
                      "--decoding", "viterbi", "--cpu"]) == 0
@@ -128,7 +108,7 @@ def test_tag_script_ensemble_and_its_errors(tmp_path, capsys):
     task2 = tasks.setup_task(args2)
     other = tmp_path / "other"
     other.mkdir()
-    bad = save(random_model(task2, args2, 3), args2, str(other / "bad.pt"))
+    bad = save_tagger_checkpoint(random_model(task2, args2, 3), args2, str(other / "bad.pt"))
     out2 = str(tmp_path / "bad.txt")
     assert mod.main(["--path", f"{cks[0]}:{bad}", "--input", dev, "--output", out2, "--cpu"]) == 1
     assert "bad.pt" in capsys.readouterr().err and not os.path.exists(out2)

@@ -1,14 +1,13 @@
 """sequence_tagging task, tagging criterion, the seven taggers, scripts/tag.py and the fairseq CLI."""
 import collections
 import gzip
-import importlib.util
 import os
 import subprocess
 import sys
 
 import pytest
 import torch
-from conftest import ROOT, SHARED_DATA
+from conftest import ROOT, SHARED_DATA, load_tag_script
 from fairseq import metrics, tasks
 
 from benchmarks.tagging import evaluate, make_args, train_and_evaluate
@@ -215,13 +214,6 @@ def test_validation_metrics_equal_seqeval(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ CLI
-def load_tag_script():
-    spec = importlib.util.spec_from_file_location("tag_script", os.path.join(ROOT, "scripts", "tag.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def run(cmd, cwd):
     return subprocess.run(cmd, cwd=cwd, env=ENV, capture_output=True, text=True, timeout=300)
 

@@ -1,6 +1,5 @@
 """Issue 25: scheme-aware tagging task, valid-sequence (Viterbi) decoding, BiLSTM-CRF, char features, readers."""
 import itertools
-import os
 
 import pytest
 import torch
@@ -301,9 +300,7 @@ def test_docstart_is_a_document_boundary_and_tab_lines_break_sentences(tmp_path)
 
 
 def test_tag_script_viterbi_writes_no_invalid_sequence(tmp_path, capsys):
-    import importlib.util
-
-    from conftest import ROOT
+    from conftest import load_tag_script, save_tagger_checkpoint
 
     args, task = make_task(tmp_path, "bilstm_tagger", ["--tag-scheme", "iob2", "--save-dir", str(tmp_path / "ck")])
     torch.manual_seed(4)
@@ -311,18 +308,8 @@ def test_tag_script_viterbi_writes_no_invalid_sequence(tmp_path, capsys):
     with torch.no_grad():
         for p in model.parameters():
             p.add_(torch.randn_like(p))
-    from fairseq import checkpoint_utils
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-
-    ck = str(tmp_path / "m.pt")
-    checkpoint_utils.torch_persistent_save({"cfg": convert_namespace_to_omegaconf(args), "model": model.state_dict(),
-                                            "optimizer_history": [{"criterion_name": "TaggingCrossEntropyCriterion",
-                                                                                 "optimizer_name": "Adam", "num_updates": 0,
-                                                                                 "lr_scheduler_state": {"best": None}}],
-                                            "extra_state": {"best_loss": None, "train_iterator": {"epoch": 1}}}, ck)
-    spec = importlib.util.spec_from_file_location("tag_script", os.path.join(ROOT, "scripts", "tag.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    ck = save_tagger_checkpoint(model, args, str(tmp_path / "m.pt"))
+    mod = load_tag_script()
     dev = str(tmp_path / "dev.txt")
     counts = {}
     for decoding in ("argmax", "viterbi"):
