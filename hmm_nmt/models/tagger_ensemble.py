@@ -66,10 +66,7 @@ class TaggerEnsemble(nn.Module):
         return chain.viterbi(trans, None, mask, log_emit=emit, log_start=start)[1]
 
     def mean_crf_potentials(self, src_tokens, src_lengths=None, src_chars=None):
-        """``(trans (K, K), start (B, K), emit (B, T, K))`` averaged over the members (each as its own
-        ``LinearChainCRF.potentials``: its scheme constraints and end scores included)."""
-        parts = []
-        for m in self.models:
-            emissions, mask = m._scores(src_tokens, src_lengths, src_chars)
-            parts.append(m.crf.potentials(emissions.float(), mask))
+        """``(trans (K, K), start (B, K), emit (B, T, K))`` averaged over the members' ``crf_potentials`` (each
+        with its scheme constraints and end scores)."""
+        parts = [m.crf_potentials(src_tokens, src_lengths, src_chars) for m in self.models]
         return tuple(torch.stack(p).mean(0) for p in zip(*parts))

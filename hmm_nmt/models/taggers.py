@@ -278,6 +278,14 @@ class SequenceTaggerModel(BaseFairseqModel):
         emissions, mask = self._scores(src_tokens, src_lengths, src_chars)
         return self.crf.nll(emissions, target.masked_fill(~mask, 0), mask)
 
+    def crf_potentials(self, src_tokens, src_lengths=None, src_chars=None):
+        """``(trans (K, K), start (B, K), emit (B, T, K))`` of the CRF (``bilstm_crf_tagger`` only; see
+        :meth:`hmm_nmt.hmm.crf.LinearChainCRF.potentials`), what an ensemble averages."""
+        if getattr(self, "crf", None) is None:
+            raise ValueError(f"{self.core_kind}_tagger has no CRF")
+        emissions, mask = self._scores(src_tokens, src_lengths, src_chars)
+        return self.crf.potentials(emissions.float(), mask)
+
     def constrained_viterbi(self, src_tokens, src_lengths=None, constraints=None, src_chars=None):
         """The best tag path (B, T) (-1 on padding) under the model's own sequence scores with the tag
         scheme's ``constraints`` (``(allowed, start, end)``): the CRF's Viterbi (``bilstm_crf_tagger``),
