@@ -101,11 +101,32 @@ def length_choice_table(rows):
     return "\n".join(lines) + "\n"
 
 
-def markdown_report(doc):
-    hw = doc["hardware"]
+def describe_machine(hw):
     device = f"GPU {hw['gpu']}" if hw["device"] == "cuda" else f"CPU {hw['cpu']}, {hw['logical_cpus']} logical cores"
     if hw.get("threads"):
         device += f", {hw['threads']} thread(s) per process"
+    return device
+
+
+def training_machines(doc):
+    """The machines that trained the rows when one differs from the machine of this report (``--train-only``
+    on a GPU, then decoding elsewhere); empty when every row was trained here (or before machines were recorded)."""
+    here = describe_machine(doc["hardware"])
+    seen = []
+    for rows in doc["results"].values():
+        for r in rows:
+            hw = r.get("train_hardware")
+            if hw and describe_machine(hw) not in seen:
+                seen.append(describe_machine(hw))
+    return [] if seen in ([], [here]) else seen
+
+
+def markdown_report(doc):
+    hw = doc["hardware"]
+    device = describe_machine(hw)
+    trained = training_machines(doc)
+    if trained:
+        device = f"trained on {' and '.join(trained)}, decoded on {device}"
     out = [f"# Translation benchmark{'' if doc['complete'] else ' (partial: still running)'}", "",
            f"- command: `{doc['command']}`",
            f"- data: {doc['data']['config']} ({doc['data']['sentences']['train']:,} training pairs, "

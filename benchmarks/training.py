@@ -15,6 +15,7 @@ import time
 
 from tqdm import tqdm
 
+from benchmarks import report
 from benchmarks.common import USER_DIR, BenchmarkError, read_json, write_json
 from benchmarks.fairseq_runner import run_fairseq
 from benchmarks.logs import LOADED_RE, RECORD_RE, num, parse_train_log
@@ -83,11 +84,15 @@ def train(bench, direction, slot, pos):
     cmd_path = os.path.join(jdir, "train_command.json")
     log_path = os.path.join(jdir, "train.log")
     args = train_args(bench, direction, slot)
+    extended = False
     if os.path.exists(cmd_path):
         old = read_json(cmd_path)["fairseq_args"]
         if old != args:
-            raise BenchmarkError(f"{jdir} was trained with another command line; delete it or use another --out\n"
-                                 f"  was: {shlex.join(old)}\n  now: {shlex.join(args)}")
+            if not raised_bound(old, args):
+                raise BenchmarkError(f"{jdir} was trained with another command line; delete it or use another --out"
+                                     f"\n  was: {shlex.join(old)}\n  now: {shlex.join(args)}")
+            extended = continue_past_bound(jdir, f"[{pos}] {direction} {slot}")
+            write_json(cmd_path, {"fairseq_args": args})
     else:
         write_json(cmd_path, {"fairseq_args": args})
     if os.path.exists(done_path):
@@ -97,14 +102,67 @@ def train(bench, direction, slot, pos):
         return summary
 
     prior = parse_train_log(log_path)
-    if prior["finished"] and os.path.exists(os.path.join(jdir, "checkpoints", "checkpoint_best.pt")):
+    if prior["finished"] and not extended and os.path.exists(os.path.join(jdir, "checkpoints", "checkpoint_best.pt")):
         say(f"[{pos}] {direction} {slot}: fairseq-train had finished; collecting its results")
     else:
         _train_process(bench, direction, slot, pos, args, log_path, prior)
     summary = summarize_training(jdir)
+    # the machine that trained, which need not be the one that decodes (--train-only, then decode elsewhere)
+    summary["train_hardware"] = report.hardware(getattr(bench, "software", {}), bench.args.threads)
     write_json(done_path, summary)
     bench.measured.setdefault((direction, slot), {})["train"] = summary["train_wall_seconds"]
     return summary
+
+
+BOUND_FLAGS = ("--max-update", "--stop-time-hours")
+# what the decoding stage derived from the checkpoints of a training that a raised bound continues
+DERIVED = ("train_done.json", "lenpen.json", "decode*_done.json", "test*.hyp", "generate*")
+
+
+def _split_bounds(args):
+    rest, bounds, i = [], {}, 0
+    while i < len(args):
+        if args[i] in BOUND_FLAGS and i + 1 < len(args):
+            bounds[args[i]] = float(args[i + 1])
+            i += 2
+        else:
+            rest.append(args[i])
+            i += 1
+    return rest, bounds
+
+
+def raised_bound(old, new):
+    """Whether the fairseq-train command lines ``old`` and ``new`` differ only by a raised bound: a larger
+    ``--max-update`` / ``--stop-time-hours``, or one dropped (no limit)."""
+    (rest_old, b_old), (rest_new, b_new) = _split_bounds(old), _split_bounds(new)
+    if rest_old != rest_new or b_old == b_new:
+        return False
+    return all(f not in b_new or (f in b_old and b_new[f] >= b_old[f]) for f in BOUND_FLAGS)
+
+
+def continue_past_bound(jdir, what):
+    """Prepare the job ``jdir`` for a raised bound.  A model stopped by patience has converged and keeps its
+    results (False).  Otherwise fairseq-train continues from ``checkpoint_last.pt`` (its time budget counts the
+    earlier runs too) and the outputs derived from the earlier checkpoints move to ``superseded-UPDATES/`` (True)."""
+    done_path = os.path.join(jdir, "train_done.json")
+    done = read_json(done_path) if os.path.exists(done_path) else None
+    if done and done.get("stop_reason") == "patience":
+        say(f"{what}: converged at {done['updates']} updates (patience); the raised bound changes nothing")
+        return False
+    last = os.path.join(jdir, "checkpoints", "checkpoint_last.pt")
+    if not os.path.exists(last):
+        raise BenchmarkError(f"{jdir}: the bound was raised, but there is no {last} to continue from (a copy with "
+                             "only checkpoint_best.pt can be decoded, not trained further); use another --out")
+    updates = done["updates"] if done else parse_train_log(os.path.join(jdir, "train.log"))["updates"]
+    old = os.path.join(jdir, f"superseded-{updates}")
+    stale = sorted({p for pattern in DERIVED for p in glob.glob(os.path.join(jdir, pattern))})
+    if stale:
+        os.makedirs(old, exist_ok=True)
+        for p in stale:
+            os.replace(p, os.path.join(old, os.path.basename(p)))
+    say(f"{what}: bound raised: training continues from checkpoint_last.pt ({updates} updates)"
+        + (f"; the earlier results moved to {old}" if stale else ""))
+    return True
 
 
 def stats_files(jdir, kind):

@@ -24,7 +24,7 @@ from benchmarks.training import train
 # settings that may change between runs into one --out (decoding, execution, reporting)
 NOT_TRAINING = ("out", "directions", "models", "python", "no_plots", "generate_args", "beam",
                 "lenpen", "tune_lenpen", "lenpen_grid", "tune_eos_penalty", "eos_penalty_grid", "gen_batch_size",
-                "threads", "num_workers", "log_interval", "length_choice")
+                "threads", "num_workers", "log_interval", "length_choice", "train_only")
 # training settings added later: recorded only when not at their default, so that an output directory
 # made before they existed resumes (its benchmark.json does not name them)
 LATER_TRAINING = {"patience": 0, "dev_bleu": False, "dev_bleu_beam": 1}
@@ -91,7 +91,12 @@ class Benchmark:
         if os.path.exists(path):
             old = read_json(path)
             diff = sorted(k for k in set(old) | set(cfg) if old.get(k) != cfg.get(k))
-            if diff:
+            if diff and set(diff) <= {"max_update", "budget_minutes"} and all(
+                    raised(old.get(k), cfg.get(k)) for k in diff):
+                say(f"{self.out}: the bound is raised ({', '.join(f'{k} {old.get(k)} -> {cfg.get(k)}' for k in diff)}): "
+                    "models it stopped continue from their last checkpoint, converged ones are kept")
+                write_json(path, cfg)
+            elif diff:
                 details = ", ".join(f"{k}: {old.get(k)!r} -> {cfg.get(k)!r}" for k in diff)
                 raise BenchmarkError(
                     f"{self.out} holds a benchmark with other training settings ({details}); "
@@ -126,6 +131,12 @@ class Benchmark:
         device = f"CUDA ({reg['gpu']})" if reg["cuda"] else "CPU"
         say(f"benchmark: {len(self.jobs)} trainings ({', '.join(self.directions)} x {', '.join(self.slots)}) on "
             f"{device}; budget {self.budget_text()} each; output {self.out}")
+        if getattr(self.args, "train_only", False):
+            for i, (direction, slot) in enumerate(self.jobs):
+                train(self, direction, slot, f"{i + 1}/{len(self.jobs)}")
+            say(f"trained in {fmt_duration(time.time() - self.bench_start)} (--train-only): run the same command "
+                f"without --train-only, on this or another machine, to decode and score {self.out}")
+            return None
         results = {d: [] for d in self.directions}
         for i, (direction, slot) in enumerate(self.jobs):
             pos = f"{i + 1}/{len(self.jobs)}"
@@ -181,6 +192,12 @@ class Benchmark:
         report.write_outputs(doc, self.out, plots=not a.no_plots)
 
 
+def raised(old, new):
+    """A budget value raised (0: no limit)."""
+    old, new = old or 0, new or 0
+    return new == 0 or (old != 0 and new >= old)
+
+
 def add_time_to_quality(rows, reference="transformer"):
     """Per row: the training wall clock (validations excluded) at the first validation that reaches the best dev
     score of the ``reference`` slot (``time_to_reference_best_seconds``, None when never reached).  The dev
@@ -209,8 +226,11 @@ def run_seeds(args, seeds):
         say(f"=== seed {seed} ({k + 1}/{len(seeds)})")
         one = copy.copy(args)
         one.seed, one.seeds, one.out = seed, "", os.path.join(out, f"seed-{seed}")
-        Benchmark(one).run()
+        if Benchmark(one).run() is None:  # --train-only: nothing decoded, nothing to summarise
+            continue
         docs[seed] = read_json(os.path.join(one.out, "results.json"))
+    if not docs:
+        return None
     summary = seed_stats.aggregate(docs)
     hw = docs[seeds[0]]["hardware"]
     device = f"GPU {hw['gpu']}" if hw["device"] == "cuda" else f"CPU {hw['cpu']}"

@@ -28,6 +28,13 @@ first reach the transformer's best dev score (``--dev-bleu``: dev BLEU per valid
 go to the report.  ``--length-choice halves`` chooses lenpen / EOS penalty on half the dev set and keeps it
 only if the other half confirms it (``benchmarks/tuning.py``).
 
+``--train-only`` stops after training; the same command without it then decodes, on this machine or another
+one that holds a copy of ``--out`` (train on a GPU, decode on CPUs): the report names both machines.
+
+A larger ``--max-update`` / ``--budget-minutes`` on an existing ``--out`` continues the models the old bound
+stopped from their ``checkpoint_last.pt`` (their earlier decodes move to ``superseded-UPDATES/``); models that
+stopped by patience are kept.
+
 Interrupting is safe: a rerun with the same arguments resumes training from ``checkpoint_last.pt`` and skips
 every stage already done; a rerun with different training settings refuses to mix them.  On a CUDA machine
 the same command trains on the GPU (fairseq's default); ``--fp16`` is passed through to train and generate.
@@ -130,6 +137,10 @@ def get_parser():
     g.add_argument("--log-interval", type=int, default=10, help="fairseq log interval (updates)")
     g.add_argument("--python", default=None, help="interpreter with fairseq (default: this one)")
     g.add_argument("--no-plots", action="store_true")
+    g.add_argument("--train-only", action="store_true",
+                   help="train every model, then stop before decoding; the same command without it decodes and "
+                        "scores (on this or another machine: copy OUT with each checkpoint_best.pt, e.g. train on "
+                        "a GPU and decode on CPUs)")
     return p
 
 

@@ -198,3 +198,92 @@ def test_bench_lm_patience_stops_and_resumes(tmp_path):
     assert "resuming" not in p.stderr
     bad = run(cmd(tmp_path / "cut")[:-2] + ["--max-tokens", "500"], check=False)
     assert bad.returncode == 1 and "another command line" in bad.stderr
+
+
+def test_train_only_then_decode_elsewhere_from_the_best_checkpoint_alone(tmp_path):
+    """--train-only trains and stops before decoding; the same command without it decodes from a copy of --out
+    that keeps only the best checkpoint's parameters (what comes back from a GPU machine), without retraining,
+    and the report names the machine that trained."""
+    import torch
+
+    data = toy_data(tmp_path)
+    out = tmp_path / "out"
+    cmd = [c for c in _bench_cmd(data, out) if c != "--dev-bleu"]
+    p = run(cmd + ["--train-only"])
+    assert "--train-only" in p.stderr
+    jdir = out / "de-en" / "transformer"
+    done = json.loads((jdir / "train_done.json").read_text())
+    assert done["stop_reason"] == "patience" and done["train_hardware"]["device"] == "cpu"
+    assert not (out / "results.json").exists() and not list(jdir.glob("decode*_done.json"))
+
+    ckpts = jdir / "checkpoints"
+    best = torch.load(ckpts / "checkpoint_best.pt", map_location="cpu", weights_only=False)
+    for f in ckpts.iterdir():
+        f.unlink()
+    best.pop("last_optimizer_state")  # the parameters are all that decoding needs
+    torch.save(best, ckpts / "checkpoint_best.pt")
+    done["train_hardware"].update(device="cuda", gpu="NVIDIA H200")  # as if it had trained on a GPU
+    (jdir / "train_done.json").write_text(json.dumps(done))
+
+    p = run(cmd)
+    assert "training already done (8 updates), skipped" in p.stderr
+    doc = json.loads((out / "results.json").read_text())
+    r = doc["results"]["de-en"][0]
+    assert r["updates"] == 8 and r["bleu"] >= 0 and r["train_hardware"]["gpu"] == "NVIDIA H200"
+    assert not (ckpts / "checkpoint_last.pt").exists()  # nothing was trained again
+    md = (out / "results.md").read_text()
+    assert "trained on GPU NVIDIA H200" in md and ", decoded on CPU" in md
+
+
+def test_raised_bound_is_recognised_only_for_a_larger_limit():
+    from benchmarks.training import raised_bound
+
+    base = ["data", "--lr", "0.1", "--max-update", "4", "--stop-time-hours", "0.12"]
+    assert raised_bound(base, ["data", "--lr", "0.1", "--max-update", "8", "--stop-time-hours", "0.12"])
+    assert raised_bound(base, ["data", "--lr", "0.1", "--max-update", "4", "--stop-time-hours", "0.2"])
+    assert raised_bound(base, ["data", "--lr", "0.1", "--stop-time-hours", "0.12"])  # no update limit
+    assert not raised_bound(base, base)
+    assert not raised_bound(base, ["data", "--lr", "0.1", "--max-update", "3", "--stop-time-hours", "0.12"])
+    assert not raised_bound(base, ["data", "--lr", "0.2", "--max-update", "8", "--stop-time-hours", "0.12"])
+    assert not raised_bound(["data", "--max-update", "4"], ["data", "--max-update", "4", "--stop-time-hours", "1"])
+
+
+def test_a_converged_model_is_kept_and_a_copy_without_its_last_checkpoint_is_refused(tmp_path):
+    from benchmarks.common import BenchmarkError
+    from benchmarks.training import continue_past_bound
+
+    (tmp_path / "train_done.json").write_text(json.dumps({"stop_reason": "patience", "updates": 8}))
+    (tmp_path / "test.hyp").write_text("a\n")
+    assert continue_past_bound(str(tmp_path), "x") is False
+    assert (tmp_path / "test.hyp").exists() and (tmp_path / "train_done.json").exists()
+    (tmp_path / "train_done.json").write_text(json.dumps({"stop_reason": "time budget", "updates": 8}))
+    with pytest.raises(BenchmarkError, match="no .*checkpoint_last.pt to continue from"):
+        continue_past_bound(str(tmp_path), "x")
+
+
+def test_raising_the_bound_continues_training_from_the_last_checkpoint_and_decodes_again(tmp_path):
+    data = toy_data(tmp_path)
+    out = tmp_path / "out"
+
+    def cmd(max_update):
+        c = [x for x in _bench_cmd(data, out) if x not in ("--dev-bleu", "--length-choice", "halves")]
+        i = c.index("--patience")
+        del c[i:i + 2]
+        c[c.index("--max-update") + 1] = str(max_update)
+        c[c.index("--tune-lenpen") + 1] = "1.0"
+        return c
+
+    run(cmd(4))
+    first = json.loads((out / "results.json").read_text())["results"]["de-en"][0]
+    assert first["updates"] == 4 and first["stop_reason"] == "max_update"
+    p = run(cmd(8))
+    assert "bound raised: training continues from checkpoint_last.pt (4 updates)" in p.stderr
+    assert "resuming from" in p.stderr
+    doc = json.loads((out / "results.json").read_text())
+    again = doc["results"]["de-en"][0]
+    assert again["updates"] == 8 and again["fairseq_runs"] == 2 and again["resumed_at_updates"] == [4]
+    assert [v["updates"] for v in again["valid_curve"]] == [2, 4, 6, 8] and "8 updates" in doc["budget"]
+    old = out / "de-en" / "transformer" / "superseded-4"
+    assert (old / "test.hyp").exists() and (old / "decode_done.json").exists() and (old / "train_done.json").exists()
+    p = run(cmd(6), check=False)  # a lower bound would mix two trainings: refused
+    assert p.returncode == 1 and "other training settings" in p.stderr
