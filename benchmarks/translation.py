@@ -161,8 +161,9 @@ class Benchmark:
             f"{os.path.join(self.out, 'results.md')}, results.json and plots")
         return results
 
-    def budget_text(self):
-        """What every table states: "converged (patience P ...)" with its bound, or the budget."""
+    def budget_text(self, results=None):
+        """What every table states: "converged (patience P ...)" with its bound when every model of ``results``
+        stopped by patience, else the early-stopping rule, the bound and how many models it stopped; or the budget."""
         a = self.args
         parts = []
         if a.max_update:
@@ -170,10 +171,18 @@ class Benchmark:
         if a.budget_minutes:
             parts.append(f"{a.budget_minutes:g} minutes")
         bound = " or ".join(parts)
-        if getattr(a, "patience", 0):
-            return (f"converged (patience {a.patience}: stopped after {a.patience} validations in a row without a "
-                    f"lower validation loss), at most {bound}")
-        return bound
+        if not getattr(a, "patience", 0):
+            return bound
+        rule = (f"patience {a.patience}: stopped after {a.patience} validations in a row without a lower "
+                f"validation loss), at most {bound}")
+        rows = [r for rows in (results or {}).values() for r in rows]
+        n = sum(r.get("stop_reason") == "patience" for r in rows)
+        if rows and n == len(rows):
+            return f"converged ({rule}"
+        text = f"early stopping ({rule}"
+        if rows:
+            text += f"; stopped by patience: {n} of {len(rows)}, the others by the bound (not converged)"
+        return text
 
     def write_outputs(self, results, partial):
         a = self.args
@@ -184,7 +193,7 @@ class Benchmark:
             "created": time.strftime("%Y-%m-%d %H:%M:%S"),
             "command": shlex.join([sys.executable] + sys.argv),
             "settings": {k: v for k, v in vars(a).items()},
-            "budget": self.budget_text(),
+            "budget": self.budget_text(results),
             "hardware": report.hardware(getattr(self, "software", {}), a.threads),
             "data": self.prep,
             "results": results,
@@ -234,6 +243,9 @@ def run_seeds(args, seeds):
     summary = seed_stats.aggregate(docs)
     hw = docs[seeds[0]]["hardware"]
     device = f"GPU {hw['gpu']}" if hw["device"] == "cuda" else f"CPU {hw['cpu']}"
+    trained = report.training_machines(docs[seeds[0]])
+    if trained:
+        device = f"trained on {' and '.join(trained)}, decoded on {device}"
     notes = [f"command: `{shlex.join([sys.executable] + sys.argv)}`",
              f"data: {docs[seeds[0]]['data']['config']}; budget per model: {docs[seeds[0]]['budget']}; {device}",
              "per-seed tables: " + ", ".join(f"seed-{s}/results.md" for s in seeds)]

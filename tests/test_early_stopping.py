@@ -128,7 +128,7 @@ def test_translation_benchmark_stops_on_a_flat_dev_curve_and_resumes_to_the_same
     assert r["best_dev_bleu"] == max(p["bleu"] for p in r["valid_curve"])
     ttq = r["time_to_quality"]  # the transformer reaches its own best at its first best validation
     assert ttq["metric"] == "dev BLEU" and ttq["updates"] == r["best_dev_bleu_updates"]
-    assert "converged (patience 3" in doc["budget"]
+    assert doc["budget"].startswith("converged (patience 3")  # every model stopped by patience
     md = (whole / "results.md").read_text()
     assert "converged (patience 3" in md and "| transformer | 8 | 1 | patience |" in md
     lc = r["length_choice"]  # both rows (stock and candidate) decoded on test, and the decision recorded
@@ -282,8 +282,23 @@ def test_raising_the_bound_continues_training_from_the_last_checkpoint_and_decod
     doc = json.loads((out / "results.json").read_text())
     again = doc["results"]["de-en"][0]
     assert again["updates"] == 8 and again["fairseq_runs"] == 2 and again["resumed_at_updates"] == [4]
-    assert [v["updates"] for v in again["valid_curve"]] == [2, 4, 6, 8] and "8 updates" in doc["budget"]
+    assert [v["updates"] for v in again["valid_curve"]] == [2, 4, 6, 8] and doc["budget"] == "8 updates"
     old = out / "de-en" / "transformer" / "superseded-4"
     assert (old / "test.hyp").exists() and (old / "decode_done.json").exists() and (old / "train_done.json").exists()
     p = run(cmd(6), check=False)  # a lower bound would mix two trainings: refused
     assert p.returncode == 1 and "other training settings" in p.stderr
+
+
+def test_tables_say_converged_only_when_patience_stopped_every_model():
+    from types import SimpleNamespace
+
+    from benchmarks.translation import Benchmark
+
+    bench = SimpleNamespace(args=argparse.Namespace(max_update=100, budget_minutes=7.2, patience=8))
+    text = lambda *why: Benchmark.budget_text(bench, {"de-en": [{"stop_reason": w} for w in why]})  # noqa: E731
+    assert text("patience", "patience").startswith("converged (patience 8")
+    mixed = text("patience", "time budget", "max_update")
+    assert mixed.startswith("early stopping (patience 8") and "at most 100 updates or 7.2 minutes" in mixed
+    assert mixed.endswith("stopped by patience: 1 of 3, the others by the bound (not converged)")
+    assert Benchmark.budget_text(SimpleNamespace(args=argparse.Namespace(max_update=0, budget_minutes=5,
+                                                                         patience=0))) == "5 minutes"
