@@ -149,11 +149,13 @@ def continue_past_bound(jdir, what):
     if done and done.get("stop_reason") == "patience":
         say(f"{what}: converged at {done['updates']} updates (patience); the raised bound changes nothing")
         return False
+    if done is None:  # never finished (interrupted): the next run resumes or starts as it would have anyway
+        return True
     last = os.path.join(jdir, "checkpoints", "checkpoint_last.pt")
     if not os.path.exists(last):
         raise BenchmarkError(f"{jdir}: the bound was raised, but there is no {last} to continue from (a copy with "
                              "only checkpoint_best.pt can be decoded, not trained further); use another --out")
-    updates = done["updates"] if done else parse_train_log(os.path.join(jdir, "train.log"))["updates"]
+    updates = done["updates"]
     old = os.path.join(jdir, f"superseded-{updates}")
     stale = sorted({p for pattern in DERIVED for p in glob.glob(os.path.join(jdir, pattern))})
     if stale:

@@ -252,6 +252,7 @@ def test_a_converged_model_is_kept_and_a_copy_without_its_last_checkpoint_is_ref
     from benchmarks.common import BenchmarkError
     from benchmarks.training import continue_past_bound
 
+    assert continue_past_bound(str(tmp_path), "x") is True  # never finished: trains on as it would have
     (tmp_path / "train_done.json").write_text(json.dumps({"stop_reason": "patience", "updates": 8}))
     (tmp_path / "test.hyp").write_text("a\n")
     assert continue_past_bound(str(tmp_path), "x") is False
