@@ -92,6 +92,9 @@ def train(bench, direction, slot, pos):
                 raise BenchmarkError(f"{jdir} was trained with another command line; delete it or use another --out"
                                      f"\n  was: {shlex.join(old)}\n  now: {shlex.join(args)}")
             extended = continue_past_bound(jdir, f"[{pos}] {direction} {slot}")
+            note = rescaled_schedule(old, args)
+            if extended and note:
+                say(f"[{pos}] {direction} {slot}: {note}")
             write_json(cmd_path, {"fairseq_args": args})
     else:
         write_json(cmd_path, {"fairseq_args": args})
@@ -138,6 +141,26 @@ def raised_bound(old, new):
     if rest_old != rest_new or b_old == b_new:
         return False
     return all(f not in b_new or (f in b_old and b_new[f] >= b_old[f]) for f in BOUND_FLAGS)
+
+
+def rescaled_schedule(old, new):
+    """What a raised ``--max-update`` does to a ``--lexicon-topk-schedule`` with percentage points: they refer
+    to the new bound, as if training had started with it (a pruned phase may come back), or None."""
+    flag = "--lexicon-topk-schedule"
+    if flag not in new or "%" not in new[new.index(flag) + 1]:
+        return None
+    from hmm_nmt.models.topk_schedule import parse_topk_schedule  # only here: it loads fairseq
+
+    text = new[new.index(flag) + 1]
+    b_old, b_new = (int(_split_bounds(a)[1].get("--max-update", 0)) for a in (old, new))
+    if not b_old or not b_new or b_old == b_new:
+        return None
+
+    def points(bound):
+        return ", ".join(f"K={k} from {u}" for u, k in parse_topk_schedule(text, bound))
+
+    return (f"{flag} {text} now refers to --max-update {b_new}: {points(b_new)} "
+            f"(was {points(b_old)}), as if training had started with the new bound")
 
 
 def continue_past_bound(jdir, what):

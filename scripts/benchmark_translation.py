@@ -33,7 +33,9 @@ one that holds a copy of ``--out`` (train on a GPU, decode on CPUs): the report 
 
 A larger ``--max-update`` / ``--budget-minutes`` on an existing ``--out`` continues the models the old bound
 stopped from their ``checkpoint_last.pt`` (their earlier decodes move to ``superseded-UPDATES/``); models that
-stopped by patience are kept.
+stopped by patience are kept.  Percentages in ``--lexicon-topk-schedule`` (``dhmm0_fast``: ``4@0,0@80%``) then
+refer to the new bound, as if training had started with it, so a model past its exact switch prunes again up to
+80% of the new bound; the run says so.
 
 Interrupting is safe: a rerun with the same arguments resumes training from ``checkpoint_last.pt`` and skips
 every stage already done; a rerun with different training settings refuses to mix them.  On a CUDA machine

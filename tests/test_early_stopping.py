@@ -248,6 +248,18 @@ def test_raised_bound_is_recognised_only_for_a_larger_limit():
     assert not raised_bound(["data", "--max-update", "4"], ["data", "--max-update", "4", "--stop-time-hours", "1"])
 
 
+def test_a_raised_bound_names_what_it_does_to_a_percentage_topk_schedule():
+    from benchmarks.training import rescaled_schedule
+
+    old = ["data", "--lexicon-topk-schedule", "4@0,0@80%", "--max-update", "12000"]
+    new = ["data", "--lexicon-topk-schedule", "4@0,0@80%", "--max-update", "24000"]
+    note = rescaled_schedule(old, new)
+    assert "K=4 from 0, K=0 from 19200" in note and "(was K=4 from 0, K=0 from 9600)" in note
+    absolute = ["data", "--lexicon-topk-schedule", "4@0,0@9600", "--max-update", "24000"]
+    assert rescaled_schedule(old[:1] + absolute[1:3] + old[3:], absolute) is None  # update counts do not move
+    assert rescaled_schedule(["data", "--max-update", "4"], ["data", "--max-update", "8"]) is None
+
+
 def test_a_converged_model_is_kept_and_a_copy_without_its_last_checkpoint_is_refused(tmp_path):
     from benchmarks.common import BenchmarkError
     from benchmarks.training import continue_past_bound
