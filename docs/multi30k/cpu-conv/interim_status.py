@@ -1,6 +1,7 @@
 """The command behind interim_status.txt: the CPU convergence run's progress from its train.log and train_stats
 (no decoding), with the report's own functions; run from the repository root:
-``python docs/multi30k/cpu-conv/interim_status.py``."""
+``python docs/multi30k/cpu-conv/interim_status.py``.  Also draws seed 1's curves to ``curves.seed-1.png``."""
+import os
 import sys
 
 sys.path.insert(0, ".")
@@ -9,29 +10,82 @@ from benchmarks.logs import parse_train_log
 from benchmarks.stopping import first_reach, training_clock
 from benchmarks.training import stats_files
 
-rows = {}
-for m in ("transformer", "dhmm0_fast"):
-    j = f"runs/m30k-cpuconv/seed-1/de-en/{m}"
-    log = parse_train_log(f"{j}/train.log")
-    clock = training_clock([read_json(p) for p in stats_files(j, "train")])
+ROOT = "runs/m30k-cpuconv"
+MODELS = ("transformer", "dhmm0_fast", "dhmm0", "dhmm1_fast")
+LEVELS = (30, 32, 33, 34, 35, 36, 36.5, 37)
+EQUAL_UPDATES = (2000, 4000, 6000, 8000, 10000, 12000, 14000, 16000, 18000)
+
+
+def curve_of(jdir):
+    log = parse_train_log(f"{jdir}/train.log")
+    clock = training_clock([read_json(p) for p in stats_files(jdir, "train")])
     curve = []
     for v in log["valid_curve"]:
-        u = v["updates"]
-        c = clock["validations"].get(u, {})
-        curve.append({"updates": u, "bleu": v.get("bleu"), "nll_loss": v.get("nll_loss"), "loss": v.get("loss"),
-                      "train_wall_seconds": c.get("train_wall_seconds"), "wall_seconds": c.get("wall_seconds")})
-    rows[m] = (log, clock, curve)
-    best = max(curve, key=lambda p: p["bleu"] or 0)
-    bestl = min(curve, key=lambda p: p["loss"])
-    print(f"{m}: {log['updates']} updates, epoch {log['epoch']}, finished {log['finished']} ({log['stop_reason']}); "
-          f"wall {clock['wall_seconds']/60:.1f} min, cpu {clock['cpu_seconds']/60:.1f} min, valid {clock['valid_seconds']/60:.1f} min; "
-          f"best dev BLEU {best['bleu']} at {best['updates']}; best valid loss {bestl['loss']} (nll {bestl['nll_loss']}) at {bestl['updates']}")
-ref = rows["transformer"][2]
-target = max(p["bleu"] for p in ref if p["bleu"] is not None)
-for m, (_, _, curve) in rows.items():
-    upd, secs = first_reach(curve, "bleu", target, True)
-    print(f"{m}: first reaches the transformer's best dev BLEU {target}: update {upd}, train wall {secs and secs/60:.2f} min"
-          if upd else f"{m}: has not reached {target} (best so far {max(p['bleu'] or 0 for p in curve)})")
-    for thr in (30, 32, 33, 34, 34.5, 35):
-        u, s = first_reach(curve, "bleu", thr, True)
-        print(f"   dev BLEU >= {thr}: update {u}, {s and round(s/60, 2)} min")
+        c = clock["validations"].get(v["updates"], {})
+        curve.append({"updates": v["updates"], "bleu": v.get("bleu"), "nll_loss": v.get("nll_loss"),
+                      "loss": v.get("loss"), "train_wall_seconds": c.get("train_wall_seconds")})
+    return log, clock, curve
+
+
+
+def plot(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    for m, (_, _, curve) in rows.items():
+        a.plot([p["updates"] for p in curve], [p["loss"] for p in curve], label=m)
+        pts = [p for p in curve if p["bleu"] is not None and p["train_wall_seconds"] is not None]
+        b.plot([p["train_wall_seconds"] / 60 for p in pts], [p["bleu"] for p in pts], label=m)
+    a.set(xlabel="updates", ylabel="validation loss (label-smoothed, bits)", ylim=(3.5, 4.6))
+    b.set(xlabel="training wall clock without validations (min)", ylabel="dev BLEU (greedy)", ylim=(28, 39))
+    for ax in (a, b):
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle("Multi30k de-en, d=128 2+2, CPU (1 thread per model), seed 1")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+for seed_dir in sorted(d for d in os.listdir(ROOT) if d.startswith("seed-")):
+    rows = {}
+    for m in MODELS:
+        jdir = f"{ROOT}/{seed_dir}/de-en/{m}"
+        if os.path.exists(f"{jdir}/train.log"):
+            rows[m] = curve_of(jdir)
+            if not rows[m][2]:  # no validation yet
+                del rows[m]
+    print(f"== {seed_dir}")
+    for m, (log, clock, curve) in rows.items():
+        best = max(curve, key=lambda p: p["bleu"] or 0)
+        bestl = min(curve, key=lambda p: p["loss"])
+        print(f"{m}: {log['updates']} updates, epoch {log['epoch']}, finished {log['finished']} "
+              f"({log['stop_reason']}); wall {clock['wall_seconds'] / 60:.1f} min, cpu {clock['cpu_seconds'] / 60:.1f} "
+              f"min, valid {clock['valid_seconds'] / 60:.1f} min; best dev BLEU {best['bleu']} at {best['updates']}; "
+              f"best valid loss {bestl['loss']} (nll {bestl['nll_loss']}) at {bestl['updates']}")
+    if seed_dir == "seed-1":
+        plot(rows, os.path.join(os.path.dirname(__file__), "curves.seed-1.png"))
+    if "transformer" not in rows:
+        continue
+    ref = rows["transformer"][2]
+    target = max(p["bleu"] for p in ref if p["bleu"] is not None)
+    _, ref_secs = first_reach(ref, "bleu", target, True)
+    for m, (_, _, curve) in rows.items():
+        upd, secs = first_reach(curve, "bleu", target, True)
+        print(f"{m}: first reaches the transformer's best dev BLEU {target}: update {upd}, train wall "
+              f"{secs / 60:.2f} min, {secs / ref_secs:.2f}x the transformer's" if upd else
+              f"{m}: has not reached {target} (best so far {max(p['bleu'] or 0 for p in curve)})")
+        for thr in LEVELS:
+            u, s = first_reach(curve, "bleu", thr, True)
+            if u is None:
+                break
+            print(f"   dev BLEU >= {thr}: update {u}, {s and round(s / 60, 2)} min")
+    print("valid loss (label-smoothed, bits) / dev BLEU (greedy) at equal updates:")
+    for u in EQUAL_UPDATES:
+        cells = []
+        for m, (_, _, curve) in rows.items():
+            p = next((p for p in curve if p["updates"] == u), None)
+            cells.append(f"{m} {p['loss']} / {p['bleu']}" if p else f"{m} -")
+        print(f"   {u}: " + "; ".join(cells))
