@@ -72,7 +72,9 @@ def convergence_table(rows):
     for r in rows:
         t = r.get("time_to_quality") or {}
         bleu = r.get("best_dev_bleu")
-        cells = [r["label"], f"{r['updates']:,}", str(r.get("epochs", "")), r.get("stop_reason") or "",
+        why = (r.get("stop_reason") or "") + "".join(f"; next top-k step at {u:,} (plateau)"
+                                                     for u in r.get("topk_switches") or [])
+        cells = [r["label"], f"{r['updates']:,}", str(r.get("epochs", "")), why,
                  f"{r['best_valid_nll_loss']:.3f}", f"{r['best_valid_updates']:,}",
                  "" if bleu is None else f"{bleu:.2f}",
                  "" if bleu is None else f"{r['best_dev_bleu_updates']:,}",

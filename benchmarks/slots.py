@@ -19,7 +19,8 @@ SLOTS = {
         "criterion": "dhmm_label_smoothed_cross_entropy",
         "label": "direct HMM, first order",
     },
-    # the CPU path (docs/quality.md): the top-4 pruned objective with the bf16 lexicon for 80% of the updates,
+    # the CPU path (docs/quality.md): the top-4 pruned objective with the bf16 lexicon for 80% of the updates
+    # (or, with --patience, until the validation plateaus: scripts/fairseq_instrumented.py),
     # then the exact likelihood; validation and decoding exact
     "dhmm0_fast": {
         "arch": "transformer_dhmm",

@@ -316,6 +316,8 @@ def summarize_training(jdir):
         "train_cpu_seconds": clock["cpu_seconds"],
         "train_valid_seconds": clock["valid_seconds"],
         "stop_reason": stop_reason(log, runs),
+        # updates where a validation plateau started the next --lexicon-topk-schedule step (fairseq_instrumented)
+        "topk_switches": sorted({u for s in runs for u in s.get("topk_switches") or []}),
         "valid_curve": curve,
         "best_valid_loss": best["loss"],
         "best_valid_nll_loss": best["nll_loss"],

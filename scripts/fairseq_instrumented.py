@@ -27,6 +27,13 @@ only, so a resumed run would start counting afresh and stop later than an uninte
 stores the counter in every checkpoint's ``extra_state`` (``hmm_nmt_patience``) and restores it when
 fairseq loads a checkpoint, so a run resumed from ``checkpoint_last.pt`` stops at the same validation.
 
+A plateau ends a pruned phase before it ends the run: when patience would stop a model whose
+``--lexicon-topk-schedule`` has a step still to come (``dhmm0_fast``: ``4@0,0@80%``), the wrapper starts that
+step now (the model's ``advance_topk_schedule``), resets the count (the best value stays) and trains on; the
+updates where this happened go to STATS.json (``topk_switches``) and to every checkpoint's ``extra_state``
+(``hmm_nmt_topk_switches``), and are applied again on resume.  So the exact phase starts when the pruned one
+has converged, and patience then judges the exact phase.
+
 Stats of an interrupted run survive up to the last periodic write, so a benchmark that resumes training
 from a checkpoint can add up the measured steps of every run.
 
@@ -131,6 +138,13 @@ def _instrument_train_step(stats):
 
 
 PATIENCE_KEY = "hmm_nmt_patience"
+SWITCHES_KEY = "hmm_nmt_topk_switches"
+
+
+def _advance_schedules(trainer, updates):
+    model = getattr(trainer.model, "module", trainer.model)  # unwrap DDP / legacy wrappers
+    hooks = [m.advance_topk_schedule for m in model.modules() if hasattr(m, "advance_topk_schedule")]
+    return any([hook(updates) for hook in hooks])  # a list: every module moves, not only the first
 
 
 def _instrument_validation_and_patience(stats):
@@ -138,12 +152,14 @@ def _instrument_validation_and_patience(stats):
     from fairseq.trainer import Trainer
     from fairseq_cli import train as train_cli
 
-    stats.data.update(validations=[], valid_seconds=0.0, stop_reason=None)
+    stats.data.update(validations=[], valid_seconds=0.0, stop_reason=None, topk_switches=[])
+    state = {"trainer": None, "switches": []}  # switches: of the whole training, resumed ones included
     original_validate = train_cli.validate
     original_stop = train_cli.should_stop_early
     original_save, original_load = Trainer.save_checkpoint, Trainer.load_checkpoint
 
     def validate(cfg, trainer, task, epoch_itr, subsets, *args, **kwargs):
+        state["trainer"] = trainer
         t0 = time.time()
         rec = {"updates": trainer.get_num_updates(), "epoch": epoch_itr.epoch,
                "elapsed_s": t0 - stats.data["started"], "cpu_s": _cpu_seconds(),
@@ -156,7 +172,27 @@ def _instrument_validation_and_patience(stats):
         stats.write(force=True)
         return out
 
+    def would_stop(cfg, valid_loss):
+        # fairseq's rule, read without counting (its own call would log "early stop", which ends a run's log)
+        counter, patience = train_cli.should_stop_early, cfg.checkpoint.patience
+        best = getattr(counter, "best", None)
+        if valid_loss is None or patience <= 0 or best is None:
+            return False
+        better = valid_loss > best if cfg.checkpoint.maximize_best_checkpoint_metric else valid_loss < best
+        return not better and getattr(counter, "num_runs", 0) + 1 >= patience
+
     def should_stop_early(cfg, valid_loss):
+        trainer = state["trainer"]
+        if trainer is not None and would_stop(cfg, valid_loss):
+            updates = trainer.get_num_updates()
+            if _advance_schedules(trainer, updates):
+                train_cli.should_stop_early.num_runs = 0
+                state["switches"].append(updates)
+                stats.data["topk_switches"].append(updates)
+                stats.write(force=True)
+                train_cli.logger.info(f"lexicon top-k schedule: no improvement for {cfg.checkpoint.patience} "
+                                      f"validations, so its next step starts at update {updates}; training goes on")
+                return False
         stop = original_stop(cfg, valid_loss)
         if stop:
             stats.data["stop_reason"] = "patience"
@@ -168,6 +204,8 @@ def _instrument_validation_and_patience(stats):
         if hasattr(counter, "best"):
             extra_state = dict(extra_state, **{PATIENCE_KEY: {"best": counter.best,
                                                               "num_runs": getattr(counter, "num_runs", 0)}})
+        if state["switches"]:
+            extra_state = dict(extra_state, **{SWITCHES_KEY: list(state["switches"])})
         return original_save(self, filename, extra_state)
 
     def load_checkpoint(self, *args, **kwargs):
@@ -176,11 +214,21 @@ def _instrument_validation_and_patience(stats):
         if saved is not None:
             train_cli.should_stop_early.best = saved["best"]
             train_cli.should_stop_early.num_runs = saved["num_runs"]
+        for updates in (extra_state or {}).get(SWITCHES_KEY, []):
+            _advance_schedules(self, updates)
+            state["switches"].append(updates)
         return extra_state
 
     train_cli.validate = validate
     train_cli.should_stop_early = should_stop_early
     Trainer.save_checkpoint, Trainer.load_checkpoint = save_checkpoint, load_checkpoint
+
+
+def restore_ctrl_c():
+    """Let SIGINT interrupt this process even when it was started with SIGINT ignored (``nohup cmd &``, batch
+    jobs: Python then leaves it ignored): the benchmark stops fairseq cleanly with SIGINT, its checkpoints kept."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def main(argv=None):
@@ -190,6 +238,7 @@ def main(argv=None):
         sys.stderr.write(f"error: expected '{{{','.join(TOOLS)}}} STATS.json -- ARGS...', got {argv[:3]}\n")
         return 2
     tool, stats_path, tool_args = argv[0], argv[1], argv[3:]
+    restore_ctrl_c()
     stats = _Stats(stats_path, tool)
     stats.data["argv"] = tool_args
 

@@ -4,6 +4,7 @@ the toy corpus where fairseq-train runs, and with a monkeypatched scorer where t
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -151,6 +152,38 @@ def test_translation_benchmark_stops_on_a_flat_dev_curve_and_resumes_to_the_same
     assert again["stop_reason"] == "patience" and again["updates"] == 8  # the same stop as without the kill
     assert [(v["updates"], v["loss"]) for v in again["valid_curve"]] == \
         [(v["updates"], v["loss"]) for v in r["valid_curve"]]
+
+
+def test_a_plateau_starts_the_exact_phase_before_patience_stops_and_survives_a_resume(tmp_path):
+    # dhmm0_fast is 4@0,0@80%: exact from update 48 of 60. The flat curve plateaus at 8 (best at 2): instead of
+    # stopping, the exact phase starts there, the count restarts, and patience stops at 14
+    data = toy_data(tmp_path)
+
+    def cmd(out):
+        c = _bench_cmd(data, out)
+        c[c.index("--models") + 1] = "dhmm0_fast"
+        return c
+
+    run(cmd(tmp_path / "whole"))
+    r = json.loads((tmp_path / "whole" / "results.json").read_text())["results"]["de-en"][0]
+    assert r["stop_reason"] == "patience" and r["updates"] == 14 and r["topk_switches"] == [8]
+    assert [p["updates"] for p in r["valid_curve"]] == [2, 4, 6, 8, 10, 12, 14]
+    log = (tmp_path / "whole" / "de-en" / "dhmm0_fast" / "train.log").read_text()
+    assert "its next step starts at update 8; training goes on" in log and log.count("early stop since") == 1
+    assert "patience; next top-k step at 8 (plateau)" in (tmp_path / "whole" / "results.md").read_text()
+
+    # killed at update 11: resumed from update 10, the switch comes back from the checkpoint (without it the
+    # model would be pruned again, switch at 14 and stop at 20)
+    cut = tmp_path / "cut"
+    p = subprocess.run(
+        cmd(cut), capture_output=True, text=True, timeout=900, cwd=ROOT, preexec_fn=default_sigint,
+        env=dict(os.environ, OMP_NUM_THREADS="1", FAIRSEQ_INSTRUMENTED_INTERRUPT_AT="11",
+                 PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")))
+    assert p.returncode == 130, p.stderr[-3000:]
+    run(cmd(cut))
+    again = json.loads((cut / "results.json").read_text())["results"]["de-en"][0]
+    assert again["resumed_at_updates"] == [10] and again["topk_switches"] == [8]
+    assert again["stop_reason"] == "patience" and again["updates"] == 14
 
 
 # ------------------------------------------------------------------------------ bench_lm: patience + resume
@@ -315,3 +348,16 @@ def test_tables_say_converged_only_when_patience_stopped_every_model():
     assert mixed.endswith("stopped by patience: 1 of 3, the others by the bound (not converged)")
     assert Benchmark.budget_text(SimpleNamespace(args=argparse.Namespace(max_update=0, budget_minutes=5,
                                                                          patience=0))) == "5 minutes"
+
+
+def test_the_fairseq_child_stops_on_sigint_even_when_started_in_the_background():
+    # nohup cmd & (and batch systems) start processes with SIGINT ignored, and Python keeps it ignored; the
+    # benchmark stops fairseq with SIGINT, so the wrapper must take it back or the child is killed uncleanly
+    code = ("import os, signal, sys; sys.path.insert(0, 'scripts'); import fairseq_instrumented as f\n"
+            "assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN\n"
+            "f.restore_ctrl_c()\n"
+            "try:\n    os.kill(os.getpid(), signal.SIGINT)\n    import time; time.sleep(5); print('ignored')\n"
+            "except KeyboardInterrupt:\n    print('interrupted')\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60,
+                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert p.returncode == 0 and p.stdout.strip() == "interrupted", p.stderr

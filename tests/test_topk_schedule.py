@@ -3,7 +3,7 @@ import pytest
 import torch
 from test_topk_bf16 import ARCHS, loss_and_grads, twins
 
-from hmm_nmt.models.topk_schedule import parse_topk_schedule, topk_at
+from hmm_nmt.models.topk_schedule import advance, parse_topk_schedule, topk_at
 
 
 def test_parse_counts_and_percentages():
@@ -12,6 +12,14 @@ def test_parse_counts_and_percentages():
     assert parse_topk_schedule(" 2@0, 4@10 ,0@30") == [(0, 2), (10, 4), (30, 0)]
     s = parse_topk_schedule("2@0,4@10,0@30")
     assert [topk_at(s, u) for u in (0, 9, 10, 29, 30, 10 ** 6)] == [2, 2, 4, 4, 0, 0]
+
+
+def test_a_plateau_moves_the_next_step_forward_only():
+    s = parse_topk_schedule("4@0,2@50,0@80")
+    assert advance(s, 30) == [(0, 4), (30, 2), (80, 0)]  # the next step now; later ones keep their update
+    assert [topk_at(advance(s, 30), u) for u in (29, 30, 79, 80)] == [4, 2, 2, 0]
+    assert advance(s, 60) == [(0, 4), (50, 2), (60, 0)]
+    assert advance(s, 80) is None and advance([], 5) is None  # nothing left to come: patience may stop
 
 
 @pytest.mark.parametrize("text, max_update, message", [
@@ -47,7 +55,9 @@ def test_schedule_trains_pruned_then_exact_and_validates_exact(arch):
     sched.eval()  # validation and decoding: --lexicon-topk, here 0 (exact)
     assert sched.decoder.lexicon_topk == 0
     sched.train()
+    assert sched.decoder.advance_topk_schedule(2) and sched.decoder.lexicon_topk == 0  # a plateau at update 2
     sched.set_num_updates(3)
+    assert not sched.decoder.advance_topk_schedule(3)  # past its last step: nothing to advance
     l_sched, _, _, g_sched = loss_and_grads(sched, d)
     l_exact, _, _, g_exact = loss_and_grads(exact, d)
     assert sched.decoder.lexicon_topk == 0

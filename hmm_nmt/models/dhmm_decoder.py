@@ -19,7 +19,7 @@ from hmm_nmt.hmm.precision import accumulation_dtype, upcast
 from hmm_nmt.hmm.semiring import LOG_SAFE
 from hmm_nmt.models.dhmm_layers import DHMMDecoderLayer, Linear, _CachedSourceMixin
 from hmm_nmt.models.first_order_alignment import FirstOrderAlignment
-from hmm_nmt.models.topk_schedule import parse_topk_schedule, topk_at
+from hmm_nmt.models.topk_schedule import advance, parse_topk_schedule, topk_at
 
 
 class DHMMEncoder(TransformerEncoder):
@@ -82,6 +82,15 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
     def set_num_updates(self, num_updates):
         # called by BaseFairseqModel.set_num_updates on every module, once per update
         self.num_updates = num_updates
+
+    def advance_topk_schedule(self, num_updates) -> bool:
+        """On a validation plateau: start the next step of ``--lexicon-topk-schedule`` after ``num_updates``
+        (``topk_schedule.advance``). False when there is none, and patience may stop training."""
+        moved = advance(self.topk_schedule, num_updates) if self.topk_schedule else None
+        if moved is None:
+            return False
+        self.topk_schedule = moved
+        return True
 
     def build_decoder_layer(self, args, no_encoder_attn=False):
         return DHMMDecoderLayer(TransformerConfig.from_namespace(args), no_encoder_attn=no_encoder_attn)

@@ -5,6 +5,11 @@ positions (0: all of them, the exact likelihood). U is an update count or a perc
 (``80%``). The cheap pruned objective for most of training and an exact phase at the end
 (``4@0,0@80%``) is the CPU path of docs/quality.md: the final updates train, and validation selects, the
 model that decoding uses.
+
+With ``--patience`` the bound may never be reached, so a percentage alone could leave a model pruned to its
+end. :func:`advance` moves the next step forward to the update where the validation plateaued (called by the
+training wrapper, ``scripts/fairseq_instrumented.py``, when patience would stop a run whose schedule has a step
+still to come): the exact phase starts when the pruned one has converged, or at its update, whichever is first.
 """
 from typing import List, Tuple
 
@@ -54,3 +59,13 @@ def topk_at(schedule: Schedule, num_updates: int) -> int:
         if num_updates >= start:
             k = kk
     return k
+
+
+def advance(schedule: Schedule, num_updates: int):
+    """The schedule with its next step (the first that starts after ``num_updates`` completed updates) moved to
+    start at ``num_updates``, or None when no step is left to come."""
+    later = [i for i, (start, _) in enumerate(schedule) if start > num_updates]
+    if not later:
+        return None
+    i = later[0]
+    return schedule[:i] + [(num_updates, schedule[i][1])] + schedule[i + 1:]

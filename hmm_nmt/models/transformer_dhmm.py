@@ -85,7 +85,8 @@ class TransformerDHMMModel(TransformerModel):
                             help="training K by update: K@U trains with K from update U on (U: a count, or a "
                                  "percentage of --max-update such as 80%%); e.g. 4@0,0@80%% prunes to 4 positions, "
                                  "then trains exactly for the last 20%% of the updates. Validation and decoding use "
-                                 "--lexicon-topk (0: exact)")
+                                 "--lexicon-topk (0: exact). Under scripts/fairseq_instrumented.py (the benchmarks) a "
+                                 "--patience plateau starts the next step early instead of stopping")
         # an explicit default (fairseq's model options are otherwise left unset): saved args of checkpoints
         # from before this option lack it, and _dhmm_defaults gives those the layout they were trained with
         parser.add_argument("--dhmm-layers", choices=["all", "last"], default=DEFAULT_DHMM_LAYERS,
