@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# usage: docs/multi30k/h200-8min-first-order/go.sh BUDGET_MINUTES WORK_OUT DEADLINE_SECONDS [SEEDS] [MODELS]
+# usage: docs/multi30k/h200-first-order/go.sh BUDGET_MINUTES WORK_OUT DEADLINE_SECONDS [SEEDS] [MODELS]
 # Trains the Multi30k recipe size (--train-only) for each seed x model side by side, then packs one tarball per
 # model (the best checkpoint without its optimizer state, logs and json) into $OUT.
 set -u
@@ -32,7 +32,7 @@ while :; do
   done
   (( alive == 0 )) && break
   (( el > DL )) && { echo "DEADLINE: killing"; kill "${pids[@]}"; sleep 3; break; }
-  sleep 30
+  sleep 10
 done
 echo "training over at $(( $(date +%s) - T0 )) s"
 for s in $SEEDS; do for m in $MODELS; do
