@@ -19,21 +19,22 @@ SLOTS = {
         "criterion": "dhmm_label_smoothed_cross_entropy",
         "label": "direct HMM, first order",
     },
-    # the CPU path (docs/quality.md): the top-4 pruned objective with the bf16 lexicon for 80% of the updates
-    # (or, with --patience, until the validation plateaus: scripts/fairseq_instrumented.py),
-    # then the exact likelihood; validation and decoding exact
+    # the CPU path (docs/quality.md): the top-4 pruned objective for 80% of the updates (or, with --patience,
+    # until the validation plateaus: scripts/fairseq_instrumented.py), then the exact likelihood; validation and
+    # decoding exact. The lexicon in bf16 only where the machine multiplies bf16 natively (--lexicon-dtype auto:
+    # emulated bf16 trained 5-12x slower than fp32, docs/speed.md)
     "dhmm0_fast": {
         "arch": "transformer_dhmm",
         "criterion": "dhmm_label_smoothed_cross_entropy",
         "label": "direct HMM, zero order, top-4 then exact",
-        "args": ["--lexicon-dtype", "bf16", "--lexicon-topk-objective", "pruned",
+        "args": ["--lexicon-dtype", "auto", "--lexicon-topk-objective", "pruned",
                  "--lexicon-topk-schedule", "4@0,0@80%"],
     },
     "dhmm1_fast": {
         "arch": "transformer_dhmm_first_order",
         "criterion": "dhmm_label_smoothed_cross_entropy",
         "label": "direct HMM, first order, top-4 then exact",
-        "args": ["--lexicon-dtype", "bf16", "--lexicon-topk-objective", "pruned",
+        "args": ["--lexicon-dtype", "auto", "--lexicon-topk-objective", "pruned",
                  "--lexicon-topk-schedule", "4@0,0@80%"],
     },
     # chain decoders over a transformer decoder of --layers layers (docs/hnmc.md, docs/iohmm.md); their

@@ -25,9 +25,7 @@ from typing import Dict, Optional, Tuple
 import torch
 from torch import Tensor
 
-from hmm_nmt.hmm.precision import accumulation_dtype, upcast
-
-LEXICON_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+from hmm_nmt.hmm.precision import LEXICON_DTYPES, accumulation_dtype, upcast  # noqa: F401 (LEXICON_DTYPES: re-export)
 
 
 def _underflow_floor(dtype: torch.dtype) -> float:

@@ -14,8 +14,8 @@ from fairseq.models.transformer import TransformerConfig, TransformerDecoder, Tr
 from torch import Tensor
 
 from hmm_nmt.hmm import direct
-from hmm_nmt.hmm.lexicon import LEXICON_DTYPES, gold_logits, lexicon_logz, lexicon_scores, log_mixture
-from hmm_nmt.hmm.precision import accumulation_dtype, upcast
+from hmm_nmt.hmm.lexicon import gold_logits, lexicon_logz, lexicon_scores, log_mixture
+from hmm_nmt.hmm.precision import accumulation_dtype, lexicon_dtype, upcast
 from hmm_nmt.hmm.semiring import LOG_SAFE
 from hmm_nmt.models.dhmm_layers import DHMMDecoderLayer, Linear, _CachedSourceMixin
 from hmm_nmt.models.first_order_alignment import FirstOrderAlignment
@@ -50,7 +50,7 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
         self.lex_tgt_proj = Linear(d_out, d_out, bias=False)  # W6
         self.alignment_order = args.alignment_order
         self.lexicon_chunk_size = args.lexicon_chunk_size
-        self.lexicon_dtype = LEXICON_DTYPES[args.lexicon_dtype]
+        self.lexicon_dtype_name = args.lexicon_dtype
         self.topk = args.lexicon_topk
         self.topk_warmup = args.lexicon_topk_warmup
         self.topk_schedule = parse_topk_schedule(args.lexicon_topk_schedule, getattr(args, "max_update", 0))
@@ -67,6 +67,11 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
             # Eq. 6 block gives the alignment distribution, so only it needs the moved ReLU
             for idx in range(len(self.layers) - 1):
                 self.layers[idx] = TransformerDecoder.build_decoder_layer(self, args, no_encoder_attn)
+
+    @property
+    def lexicon_dtype(self) -> torch.dtype:
+        """``--lexicon-dtype`` resolved on the device the decoder is on now (``auto`` depends on it)."""
+        return lexicon_dtype(self.lexicon_dtype_name, self.lex_tgt_proj.weight.device)
 
     @property
     def lexicon_topk(self) -> int:

@@ -36,7 +36,7 @@ from fairseq.models.transformer import TransformerModel
 from fairseq.models.transformer.transformer_legacy import base_architecture, transformer_iwslt_de_en
 
 from hmm_nmt.hmm import direct
-from hmm_nmt.hmm.lexicon import LEXICON_DTYPES
+from hmm_nmt.hmm.precision import LEXICON_DTYPE_CHOICES
 from hmm_nmt.models.dhmm_decoder import DHMMEncoder, TransformerDHMMDecoder
 from hmm_nmt.models.dhmm_layers import DHMMCrossAttention, DHMMDecoderLayer, Linear  # noqa: F401  (re-exported)
 from hmm_nmt.models.first_order_alignment import FirstOrderAlignment  # noqa: F401  (re-exported)
@@ -67,8 +67,10 @@ class TransformerDHMMModel(TransformerModel):
                             help="0: p(j | e_<i, f) (zero order); 1: p(j | j', e_<i, f) (first order)")
         parser.add_argument("--lexicon-chunk-size", type=int, metavar="N",
                             help="(i, j) rows per lexicon chunk: bounds memory to N x vocabulary logits")
-        parser.add_argument("--lexicon-dtype", choices=sorted(LEXICON_DTYPES), metavar="{fp32,bf16}",
-                            help="precision of the lexicon matmul (accumulation and DP stay fp32)")
+        parser.add_argument("--lexicon-dtype", choices=LEXICON_DTYPE_CHOICES, metavar="{fp32,bf16,auto}",
+                            help="precision of the lexicon matmul (accumulation and DP stay fp32); auto: bf16 "
+                                 "where the device multiplies bf16 natively (Ampere GPUs, AVX512-BF16/AMX CPUs), "
+                                 "else fp32")
         parser.add_argument("--lexicon-topk", type=int, metavar="K",
                             help="score the lexicon only at the K most probable source positions per target "
                                  "position (0: exact). Training: see --lexicon-topk-objective; decoding "
