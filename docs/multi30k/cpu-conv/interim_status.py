@@ -1,6 +1,13 @@
 """The command behind interim_status.txt: the CPU convergence run's progress from its train.log and train_stats
 (no decoding), with the report's own functions; run from the repository root:
-``python docs/multi30k/cpu-conv/interim_status.py``.  Also draws seed 1's curves to ``curves.seed-1.png``."""
+``python docs/multi30k/cpu-conv/interim_status.py [--png PATH]``.  Also draws seed 1's curves (default
+``curves.seed-1.png`` beside this file).
+
+A model whose job directory is gone (a session on a new machine starts without ``runs/``) is read from the
+committed report ``seed-S.results.json`` beside this file, when that report has it: its validation curve with
+the training clock of each validation, measured on the machine that trained it, which need not be this one."""
+import argparse
+import json
 import os
 import sys
 
@@ -14,6 +21,28 @@ ROOT = "runs/m30k-cpuconv"
 MODELS = ("transformer", "dhmm0_fast", "dhmm0", "dhmm1_fast")
 LEVELS = (30, 32, 33, 34, 35, 36, 36.5, 37)
 EQUAL_UPDATES = (2000, 4000, 6000, 8000, 10000, 12000, 14000, 16000, 18000)
+
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def from_report(seed_dir, model):
+    """(log, clock, curve) of ``model`` from the committed report of ``seed_dir``, or None."""
+    path = os.path.join(HERE, f"{seed_dir}.results.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        rows = [r for r in json.load(f)["results"].get("de-en", []) if r["slot"] == model]
+    if not rows or not rows[0].get("valid_curve"):
+        return None
+    r = rows[0]
+    log = {"updates": r["updates"], "epoch": r["epochs"], "finished": True, "stop_reason": r["stop_reason"],
+           "source": f"report {os.path.basename(path)}"}
+    clock = {"wall_seconds": r["train_wall_seconds"], "cpu_seconds": r["train_cpu_seconds"],
+             "valid_seconds": r["train_valid_seconds"]}
+    curve = [{"updates": v["updates"], "bleu": v.get("bleu"), "nll_loss": v.get("nll_loss"), "loss": v.get("loss"),
+              "train_wall_seconds": v.get("train_wall_seconds")} for v in r["valid_curve"]]
+    return log, clock, curve
 
 
 def curve_of(jdir):
@@ -49,14 +78,19 @@ def plot(rows, path):
     fig.savefig(path, dpi=110)
 
 
+opts = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+opts.add_argument("--png", default=os.path.join(HERE, "curves.seed-1.png"), help="seed 1's curves")
+opts = opts.parse_args()
 for seed_dir in sorted(d for d in os.listdir(ROOT) if d.startswith("seed-")):
     rows = {}
     for m in MODELS:
         jdir = f"{ROOT}/{seed_dir}/de-en/{m}"
         if os.path.exists(f"{jdir}/train.log"):
             rows[m] = curve_of(jdir)
-            if not rows[m][2]:  # no validation yet
-                del rows[m]
+        else:
+            rows[m] = from_report(seed_dir, m)
+        if not rows[m] or not rows[m][2]:  # not run, or no validation yet
+            del rows[m]
     print(f"== {seed_dir}")
     for m, (log, clock, curve) in rows.items():
         best = max(curve, key=lambda p: p["bleu"] or 0)
@@ -64,9 +98,10 @@ for seed_dir in sorted(d for d in os.listdir(ROOT) if d.startswith("seed-")):
         print(f"{m}: {log['updates']} updates, epoch {log['epoch']}, finished {log['finished']} "
               f"({log['stop_reason']}); wall {clock['wall_seconds'] / 60:.1f} min, cpu {clock['cpu_seconds'] / 60:.1f} "
               f"min, valid {clock['valid_seconds'] / 60:.1f} min; best dev BLEU {best['bleu']} at {best['updates']}; "
-              f"best valid loss {bestl['loss']} (nll {bestl['nll_loss']}) at {bestl['updates']}")
+              f"best valid loss {bestl['loss']} (nll {bestl['nll_loss']}) at {bestl['updates']}"
+              + (f" [from the {log['source']}: another machine's clock]" if "source" in log else ""))
     if seed_dir == "seed-1":
-        plot(rows, os.path.join(os.path.dirname(__file__), "curves.seed-1.png"))
+        plot(rows, opts.png)
     if "transformer" not in rows:
         continue
     ref = rows["transformer"][2]
