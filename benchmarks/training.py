@@ -16,7 +16,7 @@ import time
 from tqdm import tqdm
 
 from benchmarks import report
-from benchmarks.common import USER_DIR, BenchmarkError, read_json, write_json
+from benchmarks.common import REPO, USER_DIR, BenchmarkError, read_json, write_json
 from benchmarks.fairseq_runner import run_fairseq
 from benchmarks.logs import LOADED_RE, RECORD_RE, num, parse_train_log
 from benchmarks.progress import say
@@ -86,7 +86,11 @@ def train(bench, direction, slot, pos):
     args = train_args(bench, direction, slot)
     extended = False
     if os.path.exists(cmd_path):
-        old = read_json(cmd_path)["fairseq_args"]
+        old, moved = relocate(read_json(cmd_path)["fairseq_args"], args, (bench.data, bench.out, REPO))
+        if moved:
+            say(f"[{pos}] {direction} {slot}: {jdir} was trained in another place ({', '.join(moved)}): "
+                "the same run, continued here")
+            write_json(cmd_path, {"fairseq_args": old})
         if old != args:
             if not raised_bound(old, args):
                 raise BenchmarkError(f"{jdir} was trained with another command line; delete it or use another --out"
@@ -132,6 +136,25 @@ def _split_bounds(args):
             rest.append(args[i])
             i += 1
     return rest, bounds
+
+
+def relocate(old, new, roots):
+    """``old`` with each absolute path that names the same place as ``new``'s under a moved root (the data,
+    ``--out`` or the checkout: a run trained on a GPU machine and continued on a CPU one) replaced by ``new``'s;
+    and the old paths so replaced."""
+    if len(old) != len(new):
+        return old, []
+    out, moved = list(old), []
+    for i, (o, n) in enumerate(zip(old, new)):
+        if o == n or not (os.path.isabs(o) and os.path.isabs(n)):
+            continue
+        for r in roots:
+            rel = os.path.relpath(n, r)
+            if rel != "." and not rel.startswith("..") and o.endswith(os.sep + rel):
+                out[i] = n
+                moved.append(o)
+                break
+    return out, moved
 
 
 def raised_bound(old, new):

@@ -361,3 +361,22 @@ def test_the_fairseq_child_stops_on_sigint_even_when_started_in_the_background()
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60,
                        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     assert p.returncode == 0 and p.stdout.strip() == "interrupted", p.stderr
+
+
+def test_relocate_accepts_a_run_moved_to_another_machine_only():
+    from benchmarks.training import relocate
+    roots = ("/cpu/repo/runs/data", "/cpu/repo/runs/out", "/cpu/repo")
+    new = ["/cpu/repo/runs/data/bin/de-en", "--user-dir", "/cpu/repo/hmm_nmt", "--lr", "0.1",
+           "--save-dir", "/cpu/repo/runs/out/de-en/dhmm1/checkpoints"]
+    gpu = ["/gpu/w/runs/data/bin/de-en", "--user-dir", "/gpu/w/hmm_nmt", "--lr", "0.1",
+           "--save-dir", "/gpu/w/runs/out/de-en/dhmm1/checkpoints"]
+    old, moved = relocate(gpu, new, roots)
+    assert old == new and moved == [gpu[0], gpu[2], gpu[6]]
+    assert relocate(new, new, roots) == (new, [])
+    # another job's checkpoints, another direction's data or another setting stay different
+    for i, other in ((6, "/gpu/w/runs/out/de-en/dhmm0/checkpoints"), (0, "/gpu/w/runs/data/bin/en-de")):
+        changed = gpu[:i] + [other] + gpu[i + 1:]
+        old, _ = relocate(changed, new, roots)
+        assert old != new and old[i] == other
+    old, _ = relocate(gpu[:4] + ["0.2"] + gpu[5:], new, roots)
+    assert old[4] == "0.2" and old != new
