@@ -118,9 +118,24 @@ def training_machines(doc):
     for rows in doc["results"].values():
         for r in rows:
             hw = r.get("train_hardware")
-            if hw and describe_machine(hw) not in seen:
-                seen.append(describe_machine(hw))
+            several = r.get("train_machines") or []
+            names = [m["machine"] for m in several] if len(several) > 1 else [describe_machine(hw)] if hw else []
+            seen += [n for n in names if n not in seen]
     return [] if seen in ([], [here]) else seen
+
+
+def mixed_machines(doc):
+    """Lines naming the rows trained on more than one machine (a run continued elsewhere): their wall clock
+    and time to quality add up different machines' times."""
+    out = []
+    for direction, rows in doc["results"].items():
+        for r in rows:
+            several = r.get("train_machines") or []
+            if len(several) > 1:
+                parts = "; ".join(f"{m['updates']:,} updates on {m['machine']}" for m in several)
+                out.append(f"- {direction} {r['slot']}: trained on {len(several)} machines ({parts}); its wall "
+                           "clock and time to quality add up their times")
+    return out
 
 
 def markdown_report(doc):
@@ -137,7 +152,7 @@ def markdown_report(doc):
            "- BLEU/TER/chrF: sacrebleu on tokenised lowercased text (`-tok none -lc`), BPE removed; "
            "len ratio = hypothesis/reference length; valid nll in bits per target token (fairseq, base 2)",
            "- train tok/s: target tokens per second of optimisation steps; decode: fairseq-generate's timer, "
-           f"beam {doc['settings']['beam']}", ""]
+           f"beam {doc['settings']['beam']}", *mixed_machines(doc), ""]
     for direction, rows in doc["results"].items():
         if not rows:
             continue

@@ -223,6 +223,9 @@ def _train_process(bench, direction, slot, pos, args, log_path, prior):
     jdir = bench.job_dir(direction, slot)
     runs = stats_files(jdir, "train")
     stats_path = os.path.join(jdir, f"train_stats.{len(runs)}.json")
+    # each run's machine: a run continued elsewhere (a leg on a lent GPU) is trained on several
+    write_json(os.path.join(jdir, f"train_machine.{len(runs)}.json"),
+               report.hardware(getattr(bench, "software", {}), a.threads))
     # time already spent in earlier (interrupted) runs, for the progress bar of a budgeted run
     spent = 0.0
     for p in runs:
@@ -307,6 +310,14 @@ def summarize_training(jdir):
     rss, cuda = [], []
     runs = [read_json(p) for p in stats_files(jdir, "train")]
     clock = training_clock(runs)
+    machines = {}
+    for p in stats_files(jdir, "train"):
+        mp = p.replace("train_stats.", "train_machine.")
+        desc = report.describe_machine(read_json(mp)) if os.path.exists(mp) else "a machine not recorded"
+        m = machines.setdefault(desc, {"machine": desc, "updates": 0, "train_step_seconds": 0.0})
+        s = read_json(p)
+        m["updates"] += s["updates"]
+        m["train_step_seconds"] += s["train_step_seconds"]
     for s in runs:
         tokens += s["train_tokens"]
         step_s += s["train_step_seconds"]
@@ -330,6 +341,7 @@ def summarize_training(jdir):
         "fairseq_runs": log["runs"],
         "resumed_at_updates": log["resumed_from"],
         "train_wall_seconds": wall,
+        "train_machines": list(machines.values()),
         "train_step_seconds": step_s,
         "train_tokens_measured": int(tokens),
         "updates_measured": updates_measured,

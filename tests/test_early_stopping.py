@@ -247,6 +247,8 @@ def test_train_only_then_decode_elsewhere_from_the_best_checkpoint_alone(tmp_pat
     jdir = out / "de-en" / "transformer"
     done = json.loads((jdir / "train_done.json").read_text())
     assert done["stop_reason"] == "patience" and done["train_hardware"]["device"] == "cpu"
+    assert json.loads((jdir / "train_machine.0.json").read_text())["device"] == "cpu"
+    assert [m["updates"] for m in done["train_machines"]] == [8] and "CPU" in done["train_machines"][0]["machine"]
     assert not (out / "results.json").exists() and not list(jdir.glob("decode*_done.json"))
 
     ckpts = jdir / "checkpoints"
@@ -380,3 +382,20 @@ def test_relocate_accepts_a_run_moved_to_another_machine_only():
         assert old != new and old[i] == other
     old, _ = relocate(gpu[:4] + ["0.2"] + gpu[5:], new, roots)
     assert old[4] == "0.2" and old != new
+
+
+def test_a_run_trained_on_two_machines_is_named_in_the_report():
+    from benchmarks.report import describe_machine, mixed_machines, training_machines
+
+    cpu = {"device": "cpu", "cpu": "AMD EPYC", "logical_cpus": 2, "threads": 1, "gpu": None}
+    gpu = dict(cpu, device="cuda", gpu="NVIDIA H200", cpu="Intel Xeon", logical_cpus=16)
+    legs = [{"machine": describe_machine(cpu), "updates": 3201 + 20000, "train_step_seconds": 1.0},
+            {"machine": describe_machine(gpu), "updates": 2549, "train_step_seconds": 1.0}]
+    doc = {"hardware": cpu, "results": {"de-en": [
+        {"slot": "transformer", "train_hardware": cpu, "train_machines": legs[:1]},
+        {"slot": "dhmm1_fast", "train_hardware": cpu, "train_machines": legs}]}}
+    assert training_machines(doc) == [describe_machine(cpu), describe_machine(gpu)]
+    lines = mixed_machines(doc)
+    assert len(lines) == 1 and "dhmm1_fast" in lines[0] and "2,549 updates on GPU NVIDIA H200" in lines[0]
+    doc["results"]["de-en"].pop()  # trained here alone: nothing to name
+    assert training_machines(doc) == [] and mixed_machines(doc) == []
