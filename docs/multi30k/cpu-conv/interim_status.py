@@ -14,11 +14,12 @@ import sys
 sys.path.insert(0, ".")
 from benchmarks.common import read_json
 from benchmarks.logs import parse_train_log
+from benchmarks.report import describe_machine
 from benchmarks.stopping import first_reach, training_clock
 from benchmarks.training import stats_files
 
 ROOT = "runs/m30k-cpuconv"
-MODELS = ("transformer", "dhmm0_fast", "dhmm0", "dhmm1_fast")
+MODELS = ("transformer", "dhmm0_fast", "dhmm0", "dhmm1_fast", "hnmc", "iohmm")
 LEVELS = (30, 32, 33, 34, 35, 36, 36.5, 37)
 EQUAL_UPDATES = (2000, 4000, 6000, 8000, 10000, 12000, 14000, 16000, 18000)
 
@@ -53,6 +54,13 @@ def curve_of(jdir):
         c = clock["validations"].get(v["updates"], {})
         curve.append({"updates": v["updates"], "bleu": v.get("bleu"), "nll_loss": v.get("nll_loss"),
                       "loss": v.get("loss"), "train_wall_seconds": c.get("train_wall_seconds")})
+    machines = {}
+    for p in stats_files(jdir, "train"):
+        mp = p.replace("train_stats.", "train_machine.")
+        name = describe_machine(read_json(mp)) if os.path.exists(mp) else "a machine not recorded"
+        machines[name] = machines.get(name, 0) + read_json(p)["updates"]
+    if len(machines) > 1:  # a leg on another machine: the clock adds up both machines' times
+        log["machines"] = "; ".join(f"{n:,} updates on {m}" for m, n in machines.items())
     return log, clock, curve
 
 
@@ -99,7 +107,9 @@ for seed_dir in sorted(d for d in os.listdir(ROOT) if d.startswith("seed-")):
               f"({log['stop_reason']}); wall {clock['wall_seconds'] / 60:.1f} min, cpu {clock['cpu_seconds'] / 60:.1f} "
               f"min, valid {clock['valid_seconds'] / 60:.1f} min; best dev BLEU {best['bleu']} at {best['updates']}; "
               f"best valid loss {bestl['loss']} (nll {bestl['nll_loss']}) at {bestl['updates']}"
-              + (f" [from the {log['source']}: another machine's clock]" if "source" in log else ""))
+              + (f" [from the {log['source']}: another machine's clock]" if "source" in log else "")
+              + (f" [trained on several machines, {log['machines']}: the clock adds up their times]"
+                 if "machines" in log else ""))
     if seed_dir == "seed-1":
         plot(rows, opts.png)
     if "transformer" not in rows:
