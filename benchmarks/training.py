@@ -294,6 +294,20 @@ def _train_process(bench, direction, slot, pos, args, log_path, prior):
         bar.close()
 
 
+def machines_of(jdir):
+    """The machines that trained the job ``jdir`` (``train_machine.N.json`` beside each ``train_stats.N.json``),
+    each with its updates and optimisation-step seconds, in the order they first trained it."""
+    machines = {}
+    for p in stats_files(jdir, "train"):
+        mp = os.path.join(jdir, os.path.basename(p).replace("train_stats.", "train_machine."))
+        desc = report.describe_machine(read_json(mp)) if os.path.exists(mp) else "a machine not recorded"
+        m = machines.setdefault(desc, {"machine": desc, "updates": 0, "train_step_seconds": 0.0})
+        s = read_json(p)
+        m["updates"] += s["updates"]
+        m["train_step_seconds"] += s["train_step_seconds"]
+    return list(machines.values())
+
+
 def summarize_training(jdir):
     """The stage's results from the job directory ``jdir``: its train.log, checkpoints and training stats."""
     log = parse_train_log(os.path.join(jdir, "train.log"))
@@ -310,14 +324,6 @@ def summarize_training(jdir):
     rss, cuda = [], []
     runs = [read_json(p) for p in stats_files(jdir, "train")]
     clock = training_clock(runs)
-    machines = {}
-    for p in stats_files(jdir, "train"):
-        mp = p.replace("train_stats.", "train_machine.")
-        desc = report.describe_machine(read_json(mp)) if os.path.exists(mp) else "a machine not recorded"
-        m = machines.setdefault(desc, {"machine": desc, "updates": 0, "train_step_seconds": 0.0})
-        s = read_json(p)
-        m["updates"] += s["updates"]
-        m["train_step_seconds"] += s["train_step_seconds"]
     for s in runs:
         tokens += s["train_tokens"]
         step_s += s["train_step_seconds"]
@@ -341,7 +347,7 @@ def summarize_training(jdir):
         "fairseq_runs": log["runs"],
         "resumed_at_updates": log["resumed_from"],
         "train_wall_seconds": wall,
-        "train_machines": list(machines.values()),
+        "train_machines": machines_of(jdir),
         "train_step_seconds": step_s,
         "train_tokens_measured": int(tokens),
         "updates_measured": updates_measured,

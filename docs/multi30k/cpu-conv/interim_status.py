@@ -14,9 +14,8 @@ import sys
 sys.path.insert(0, ".")
 from benchmarks.common import read_json
 from benchmarks.logs import parse_train_log
-from benchmarks.report import describe_machine
 from benchmarks.stopping import first_reach, training_clock
-from benchmarks.training import stats_files
+from benchmarks.training import machines_of, stats_files
 
 ROOT = "runs/m30k-cpuconv"
 MODELS = ("transformer", "dhmm0_fast", "dhmm0", "dhmm1_fast", "hnmc", "iohmm")
@@ -54,13 +53,9 @@ def curve_of(jdir):
         c = clock["validations"].get(v["updates"], {})
         curve.append({"updates": v["updates"], "bleu": v.get("bleu"), "nll_loss": v.get("nll_loss"),
                       "loss": v.get("loss"), "train_wall_seconds": c.get("train_wall_seconds")})
-    machines = {}
-    for p in stats_files(jdir, "train"):
-        mp = p.replace("train_stats.", "train_machine.")
-        name = describe_machine(read_json(mp)) if os.path.exists(mp) else "a machine not recorded"
-        machines[name] = machines.get(name, 0) + read_json(p)["updates"]
+    machines = machines_of(jdir)
     if len(machines) > 1:  # a leg on another machine: the clock adds up both machines' times
-        log["machines"] = "; ".join(f"{n:,} updates on {m}" for m, n in machines.items())
+        log["machines"] = "; ".join(f"{m['updates']:,} updates on {m['machine']}" for m in machines)
     return log, clock, curve
 
 
