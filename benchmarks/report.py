@@ -138,6 +138,18 @@ def mixed_machines(doc):
     return out
 
 
+def merged_from(doc):
+    """Lines naming the reports a merged document joined (``scripts/merge_translation_results.py``)."""
+    sources = doc.get("sources") or []
+    if not sources:
+        return []
+    out = [f"- merged from {len(sources)} reports of the same protocol, nothing retrained or re-decoded:"]
+    for s in sources:
+        out.append(f"  - `{s['path']}` ({', '.join(s['slots'])}; decoded on {s['machine']}, {s['created']}): "
+                   f"`{s['command']}`")
+    return out
+
+
 def markdown_report(doc):
     hw = doc["hardware"]
     device = describe_machine(hw)
@@ -152,7 +164,7 @@ def markdown_report(doc):
            "- BLEU/TER/chrF: sacrebleu on tokenised lowercased text (`-tok none -lc`), BPE removed; "
            "len ratio = hypothesis/reference length; valid nll in bits per target token (fairseq, base 2)",
            "- train tok/s: target tokens per second of optimisation steps; decode: fairseq-generate's timer, "
-           f"beam {doc['settings']['beam']}", *mixed_machines(doc), ""]
+           f"beam {doc['settings']['beam']}", *mixed_machines(doc), *merged_from(doc), ""]
     for direction, rows in doc["results"].items():
         if not rows:
             continue

@@ -5,9 +5,12 @@ for every metric the per-seed values, their mean, sample standard deviation (n -
 and max, as JSON and as a markdown table of "mean ± sd".
 """
 import math
+import os
 import statistics
 
-from benchmarks.common import BenchmarkError
+from benchmarks import report
+from benchmarks.common import BenchmarkError, atomic_write, write_json
+from benchmarks.stopping import budget_text
 
 METRICS = [  # (key in a results row, column title, format)
     ("bleu", "BLEU", "{:.2f}"),
@@ -17,6 +20,9 @@ METRICS = [  # (key in a results row, column title, format)
     ("best_valid_nll_loss", "best valid nll", "{:.3f}"),
     ("train_tokens_per_second", "train tok/s", "{:,.0f}"),
     ("train_minutes", "train min", "{:.1f}"),
+    ("best_dev_bleu", "best dev BLEU", "{:.2f}"),
+    ("best_valid_updates", "best valid at update", "{:,.0f}"),
+    ("ttq_minutes", "min to transformer's best dev", "{:.1f}"),
     ("lenpen", "lenpen", "{:.2f}"),
     ("eos_penalty", "EOS penalty", "{:.2f}"),
 ]
@@ -26,6 +32,9 @@ def _derived(row):
     row = dict(row)
     if row.get("train_wall_seconds") is not None:
         row["train_minutes"] = row["train_wall_seconds"] / 60.0
+    ttq = row.get("time_to_quality") or {}
+    if ttq.get("train_wall_seconds") is not None:  # each seed against its own transformer
+        row["ttq_minutes"] = ttq["train_wall_seconds"] / 60.0
     return row
 
 
@@ -96,3 +105,30 @@ def parse_seeds(text):
     if not seeds or len(set(seeds)) != len(seeds):
         raise BenchmarkError(f"--seeds must list distinct integers, got '{text}'")
     return seeds
+
+
+def write_summary(out, docs_by_seed, command):
+    """summary.json and summary.md in ``out`` from {seed: results.json document}; returns the summary.
+    The budget line says "converged" only when every row of every seed stopped by patience."""
+    seeds = sorted(docs_by_seed)
+    first = docs_by_seed[seeds[0]]
+    summary = aggregate(docs_by_seed)
+    hw = first["hardware"]
+    device = f"GPU {hw['gpu']}" if hw["device"] == "cuda" else f"CPU {hw['cpu']}"
+    trained = []
+    for s in seeds:
+        trained += [m for m in report.training_machines(docs_by_seed[s]) if m not in trained]
+    if trained:
+        device = f"trained on {' and '.join(trained)}, decoded on {device}"
+    every = {}
+    for s in seeds:
+        for direction, rows in docs_by_seed[s]["results"].items():
+            every.setdefault(direction, []).extend(rows)
+    notes = [f"command: {command}",
+             f"data: {first['data']['config']}; budget per model: {budget_text(first['settings'], every)}; {device}",
+             "per-seed tables: " + ", ".join(f"seed-{s}/results.md" for s in seeds),
+             "min to transformer's best dev: training wall clock, validations excluded, to the first validation at "
+             "the best dev score of the same seed's transformer (n/a: never reached)"]
+    write_json(os.path.join(out, "summary.json"), {"seeds": seeds, "command": command, "summary": summary})
+    atomic_write(os.path.join(out, "summary.md"), markdown(summary, notes=notes))
+    return summary

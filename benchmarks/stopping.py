@@ -9,7 +9,9 @@
 * :func:`stop_reason`: why a fairseq-train run ended, from its log and the instrumented wrapper's stats.
 * :func:`training_clock`: wall clock and CPU seconds of a training that ran in one or more processes
   (``scripts/fairseq_instrumented.py`` stats files), and the cumulative clock of every validation.
-* :func:`first_reach`: the first validation of a curve at or beyond a target (time to quality).
+* :func:`first_reach`: the first validation of a curve at or beyond a target (time to quality);
+  :func:`add_time_to_quality` applies it to a report's rows, against the transformer's best dev score.
+* :func:`budget_text`: the sentence every table states ("converged (patience P ...)" or the budget).
 """
 import math
 
@@ -105,3 +107,47 @@ def first_reach(curve, key, target, maximize, clock="train_wall_seconds"):
         if (v >= target) if maximize else (v <= target):
             return p["updates"], p.get(clock)
     return None, None
+
+
+def add_time_to_quality(rows, reference="transformer"):
+    """Per row: the training wall clock (validations excluded) at the first validation that reaches the best dev
+    score of the ``reference`` slot (``time_to_reference_best_seconds``, None when never reached).  The dev
+    score is the per-validation dev BLEU where every row has one (``--dev-bleu``), else the validation NLL
+    (comparable across criteria; the loss is not)."""
+    ref = next((r for r in rows if r["slot"] == reference), None)
+    if ref is None:
+        return
+    use_bleu = all(r.get("best_dev_bleu") is not None for r in rows)
+    key, maximize = ("bleu", True) if use_bleu else ("nll_loss", False)
+    values = [p[key] for p in ref["valid_curve"] if p.get(key) is not None]
+    if not values:
+        return
+    target = max(values) if maximize else min(values)
+    for r in rows:
+        upd, secs = first_reach(r["valid_curve"], key, target, maximize)
+        r["time_to_quality"] = {"reference": reference, "metric": "dev BLEU" if use_bleu else "valid nll",
+                                "target": target, "updates": upd, "train_wall_seconds": secs}
+
+
+def budget_text(settings, results=None):
+    """What every table states: "converged (patience P ...)" with its bound when every row of ``results``
+    stopped by patience, else the early-stopping rule, the bound and how many rows it stopped; or the budget."""
+    parts = []
+    if settings.get("max_update"):
+        parts.append(f"{settings['max_update']} updates")
+    if settings.get("budget_minutes"):
+        parts.append(f"{settings['budget_minutes']:g} minutes")
+    bound = " or ".join(parts)
+    patience = settings.get("patience") or 0
+    if not patience:
+        return bound
+    rule = (f"patience {patience}: stopped after {patience} validations in a row without a lower "
+            f"validation loss), at most {bound}")
+    rows = [r for rows in (results or {}).values() for r in rows]
+    n = sum(r.get("stop_reason") == "patience" for r in rows)
+    if rows and n == len(rows):
+        return f"converged ({rule}"
+    text = f"early stopping ({rule}"
+    if rows:
+        text += f"; stopped by patience: {n} of {len(rows)}, the others by the bound (not converged)"
+    return text

@@ -13,12 +13,12 @@ import time
 
 from benchmarks import report
 from benchmarks import seeds as seed_stats
-from benchmarks.common import USER_DIR, BenchmarkError, atomic_write, read_json, write_json
+from benchmarks.common import USER_DIR, BenchmarkError, read_json, write_json
 from benchmarks.decoding import decode
 from benchmarks.fairseq_runner import query_registry
 from benchmarks.progress import estimate_remaining, eta_text, fmt_duration, say
 from benchmarks.slots import resolve_slots
-from benchmarks.stopping import first_reach
+from benchmarks.stopping import add_time_to_quality, budget_text
 from benchmarks.training import train
 
 # settings that may change between runs into one --out (decoding, execution, reporting)
@@ -162,27 +162,7 @@ class Benchmark:
         return results
 
     def budget_text(self, results=None):
-        """What every table states: "converged (patience P ...)" with its bound when every model of ``results``
-        stopped by patience, else the early-stopping rule, the bound and how many models it stopped; or the budget."""
-        a = self.args
-        parts = []
-        if a.max_update:
-            parts.append(f"{a.max_update} updates")
-        if a.budget_minutes:
-            parts.append(f"{a.budget_minutes:g} minutes")
-        bound = " or ".join(parts)
-        if not getattr(a, "patience", 0):
-            return bound
-        rule = (f"patience {a.patience}: stopped after {a.patience} validations in a row without a lower "
-                f"validation loss), at most {bound}")
-        rows = [r for rows in (results or {}).values() for r in rows]
-        n = sum(r.get("stop_reason") == "patience" for r in rows)
-        if rows and n == len(rows):
-            return f"converged ({rule}"
-        text = f"early stopping ({rule}"
-        if rows:
-            text += f"; stopped by patience: {n} of {len(rows)}, the others by the bound (not converged)"
-        return text
+        return budget_text(vars(self.args), results)
 
     def write_outputs(self, results, partial):
         a = self.args
@@ -207,26 +187,6 @@ def raised(old, new):
     return new == 0 or (old != 0 and new >= old)
 
 
-def add_time_to_quality(rows, reference="transformer"):
-    """Per row: the training wall clock (validations excluded) at the first validation that reaches the best dev
-    score of the ``reference`` slot (``time_to_reference_best_seconds``, None when never reached).  The dev
-    score is the per-validation dev BLEU where every row has one (``--dev-bleu``), else the validation NLL
-    (comparable across criteria; the loss is not)."""
-    ref = next((r for r in rows if r["slot"] == reference), None)
-    if ref is None:
-        return
-    use_bleu = all(r.get("best_dev_bleu") is not None for r in rows)
-    key, maximize = ("bleu", True) if use_bleu else ("nll_loss", False)
-    values = [p[key] for p in ref["valid_curve"] if p.get(key) is not None]
-    if not values:
-        return
-    target = max(values) if maximize else min(values)
-    for r in rows:
-        upd, secs = first_reach(r["valid_curve"], key, target, maximize)
-        r["time_to_quality"] = {"reference": reference, "metric": "dev BLEU" if use_bleu else "valid nll",
-                                "target": target, "updates": upd, "train_wall_seconds": secs}
-
-
 def run_seeds(args, seeds):
     """One benchmark per seed in OUT/seed-N (each resumable on its own), then the summary over seeds."""
     out = os.path.abspath(args.out)
@@ -240,16 +200,6 @@ def run_seeds(args, seeds):
         docs[seed] = read_json(os.path.join(one.out, "results.json"))
     if not docs:
         return None
-    summary = seed_stats.aggregate(docs)
-    hw = docs[seeds[0]]["hardware"]
-    device = f"GPU {hw['gpu']}" if hw["device"] == "cuda" else f"CPU {hw['cpu']}"
-    trained = report.training_machines(docs[seeds[0]])
-    if trained:
-        device = f"trained on {' and '.join(trained)}, decoded on {device}"
-    notes = [f"command: `{shlex.join([sys.executable] + sys.argv)}`",
-             f"data: {docs[seeds[0]]['data']['config']}; budget per model: {docs[seeds[0]]['budget']}; {device}",
-             "per-seed tables: " + ", ".join(f"seed-{s}/results.md" for s in seeds)]
-    write_json(os.path.join(out, "summary.json"), {"seeds": seeds, "command": notes[0], "summary": summary})
-    atomic_write(os.path.join(out, "summary.md"), seed_stats.markdown(summary, notes=notes))
-    say(f"summary over seeds {','.join(map(str, seeds))}: {os.path.join(out, 'summary.md')}")
+    summary = seed_stats.write_summary(out, docs, f"`{shlex.join([sys.executable] + sys.argv)}`")
+    say(f"summary over seeds {','.join(map(str, sorted(docs)))}: {os.path.join(out, 'summary.md')}")
     return summary
