@@ -74,12 +74,15 @@ def aggregate(docs_by_seed):
 def _cell(stat, fmt):
     if stat["mean"] is None:
         return "n/a"
+    if len(stat["values"]) == 1:  # one seed: no spread to show
+        return fmt.format(stat["mean"])
     return f"{fmt.format(stat['mean'])} ± {fmt.format(stat['sd'])}"
 
 
 def markdown(summary, title="Translation benchmark over seeds", notes=()):
     lines = [f"# {title}", "", *[f"- {n}" for n in notes],
-             "- every cell: mean ± sample standard deviation over the seeds; per-seed values in summary.json", ""]
+             "- every cell: mean ± sample standard deviation over the seeds (one seed: its value); per-seed values in "
+             "summary.json", ""]
     for direction, rows in summary.items():
         head = ["model", "arch", "seeds", "updates"] + [t for _, t, _ in METRICS]
         lines += [f"## {direction}", "", "| " + " | ".join(head) + " |",

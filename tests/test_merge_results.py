@@ -102,7 +102,18 @@ def test_two_seeds_give_per_seed_tables_and_the_mean_time_to_quality(tmp_path):
     # seed 1 reaches 27.0 at its 2nd validation (200 s), seed 2 at its 1st (50 s): mean 125 s
     assert hmm["ttq_minutes"]["values"] == pytest.approx([200 / 60, 50 / 60])
     assert hmm["ttq_minutes"]["mean"] == pytest.approx(125 / 60)
-    assert "converged (patience 2" in (out / "summary.md").read_text()
+    md = (out / "summary.md").read_text()
+    assert "converged (patience 2" in md
+    assert "| 2.1 ± 1.8 |" in md  # 200 s and 50 s: mean 2.08 min, sd 1.77
+
+
+def test_a_model_run_on_one_seed_only_shows_its_value_without_a_spread(tmp_path):
+    paths = [write(tmp_path, f"t{s}.json", doc([row("transformer", [25.0, 27.0], 60.0)], seed=s)) for s in (1, 2)]
+    paths.append(write(tmp_path, "h1.json", doc([row("hnmc", [26.0, 27.5], 120.0, bleu=32.5)], seed=1)))
+    p = merge("--out", str(tmp_path / "o"), "--no-plots", *paths)
+    assert p.returncode == 0, p.stderr
+    line = next(x for x in (tmp_path / "o" / "summary.md").read_text().splitlines() if x.startswith("| hnmc"))
+    assert "| 1 | 200 | 32.50 |" in line and "±" not in line
 
 
 @pytest.mark.parametrize("case, message", [

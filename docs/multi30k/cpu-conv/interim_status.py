@@ -27,12 +27,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def from_report(seed_dir, model):
-    """(log, clock, curve) of ``model`` from the committed report of ``seed_dir``, or None."""
-    path = os.path.join(HERE, f"{seed_dir}.results.json")
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        rows = [r for r in json.load(f)["results"].get("de-en", []) if r["slot"] == model]
+    """(log, clock, curve) of ``model`` from a committed report of ``seed_dir`` (``seed-S.results.json``, or
+    ``seed-S.MODEL.results.json`` for a model decoded by its own run), or None."""
+    rows, path = [], None
+    for name in (f"{seed_dir}.results.json", f"{seed_dir}.{model}.results.json"):
+        path = os.path.join(HERE, name)
+        if os.path.exists(path):
+            with open(path) as f:
+                rows = [r for r in json.load(f)["results"].get("de-en", []) if r["slot"] == model]
+            if rows:
+                break
     if not rows or not rows[0].get("valid_curve"):
         return None
     r = rows[0]
