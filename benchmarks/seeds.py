@@ -71,12 +71,12 @@ def aggregate(docs_by_seed):
     return summary
 
 
-def _cell(stat, fmt):
+def _cell(stat, fmt, n_seeds):
     if stat["mean"] is None:
         return "n/a"
-    if len(stat["values"]) == 1:  # one seed: no spread to show
-        return fmt.format(stat["mean"])
-    return f"{fmt.format(stat['mean'])} ± {fmt.format(stat['sd'])}"
+    k = len(stat["values"])
+    text = fmt.format(stat["mean"]) if k == 1 else f"{fmt.format(stat['mean'])} ± {fmt.format(stat['sd'])}"
+    return text if k == n_seeds else f"{text} ({k} of {n_seeds} seeds)"  # e.g. a level never reached
 
 
 def markdown(summary, title="Translation benchmark over seeds", notes=()):
@@ -91,7 +91,7 @@ def markdown(summary, title="Translation benchmark over seeds", notes=()):
             ups = sorted(set(r["updates"]))
             cells = [r["label"], f"`{r['arch']}`" + (f" `{' '.join(r['extra_args'])}`" if r["extra_args"] else ""),
                      ",".join(str(s) for s in r["seeds"]), "/".join(f"{u:,}" for u in ups)]
-            cells += [_cell(r[key], fmt) for key, _, fmt in METRICS]
+            cells += [_cell(r[key], fmt, len(r["seeds"])) for key, _, fmt in METRICS]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)

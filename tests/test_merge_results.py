@@ -116,6 +116,16 @@ def test_a_model_run_on_one_seed_only_shows_its_value_without_a_spread(tmp_path)
     assert "| 1 | 200 | 32.50 |" in line and "±" not in line
 
 
+def test_a_level_reached_on_some_seeds_only_says_so(tmp_path):
+    paths = [write(tmp_path, f"t{s}.json", doc([row("transformer", [25.0, 27.0], 60.0)], seed=s)) for s in (1, 2)]
+    paths += [write(tmp_path, "h1.json", doc([row("hnmc", [26.0, 27.5], 120.0)], seed=1)),
+              write(tmp_path, "h2.json", doc([row("hnmc", [26.0, 26.5], 120.0)], seed=2))]  # never reaches 27.0
+    p = merge("--out", str(tmp_path / "o"), "--no-plots", *paths)
+    assert p.returncode == 0, p.stderr
+    line = next(x for x in (tmp_path / "o" / "summary.md").read_text().splitlines() if x.startswith("| hnmc"))
+    assert "| 4.0 (1 of 2 seeds) |" in line  # 240 s on seed 1 only
+
+
 @pytest.mark.parametrize("case, message", [
     ("protocol", "another protocol than"),
     ("duplicate", "de-en transformer is in both"),
