@@ -22,7 +22,7 @@ fi
 # pack JOB...: tar whole jobs (and their device logs) into $OUT in 15 MB parts, as many jobs as the device returns
 # (64 MiB a call); the rest are named with the call that fetches them from the still-warm machine.
 pack() {
-  local O=${OUT:-/tmp/gpuleg-out} cap=66000000 used=0 sz job SLOT s inc=() left=()
+  local O=${OUT:-/tmp/gpuleg-out} cap=${GPULEG_CAP:-66000000} used=0 sz job SLOT s inc=() left=()
   mkdir -p "$O"
   for job in "$@"; do
     SLOT=${job%%:*}; s=${job##*:}
