@@ -3,7 +3,7 @@
 #   here:           gpu-leg.sh stage JOBS              -> runs/gpuleg (job dirs with checkpoint_last.pt, data)
 #   on the device:  gpu-leg.sh train JOBS DEADLINE_S   (carry .whl and runs/gpuleg; $OUT gets the parts)
 #   here again:     gpu-leg.sh merge PARTS_DIR         -> the jobs in runs/m30k-cpuconv continue from the GPU's state
-# A call returns at most 64 MiB (about three d=128 jobs): `train` packs the jobs that fit and prints the
+# A call returns at most 64 MiB (two d=128 jobs, about 26 MB each): `train` packs the jobs that fit and prints the
 # `gpu-leg.sh pack "JOBS"` call that fetches the others from the still-warm machine; merge each call's parts.
 # JOBS is "SLOT:SEED ..." (e.g. "dhmm1_fast:1 dhmm1_fast:2 hnmc:2"), or the older two words "SLOT" "SEEDS".
 # A job with no run yet starts on the device from update 0.
@@ -13,7 +13,7 @@
 # a tar of each job's logs, JSON, checkpoint_last.pt (Adam state kept: the run continues exactly) and
 # checkpoint_best.pt without its optimizer state.
 set -u
-mode=${1:?stage, train or merge}
+mode=${1:?stage, train, pack or merge}
 JOBS=(); shift
 if [[ $mode != merge ]]; then
   if [[ ${1:?JOBS} == *:* ]]; then read -ra JOBS <<< "$1"; shift
@@ -95,7 +95,6 @@ train)
     (( alive == 0 )) && break; n=$((n + 1)); sleep 2
   done
   sleep 2; echo "training over at $(( $(date +%s) - T0 )) s"
-  O=${OUT:-/tmp/gpuleg-out}; mkdir -p "$O"
   $PY - runs/m30k-cpuconv "${JOBS[@]}" <<'PYEOF' || exit 1
 import glob, os, re, sys, torch
 root, jobs = sys.argv[1], sys.argv[2:]
