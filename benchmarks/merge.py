@@ -6,6 +6,12 @@ time to the transformer's best dev score and the summary over seeds must come fr
 documents, without retraining or re-decoding anything.  :func:`merge` joins the documents of one seed after
 checking that they measured the same thing (:data:`PROTOCOL`: data, sizes, optimiser, stopping rule, bound,
 decoding); :func:`merge_all` groups documents by seed and merges each group.
+
+A bound raised on one job (``--max-update`` 24000 -> 30000 on a model still improving) does not by itself make
+another experiment: a row that patience stopped at or before the smallest bound of the merge, and whose schedule
+does not scale with the bound (no ``--lexicon-topk-schedule`` percentage), trained exactly as it would have under
+that smaller bound (the learning rate is ``inverse_sqrt``, which ignores the bound).  :func:`_common_bound` admits
+such rows and reports the table under the smallest bound; any other row under a larger bound is refused.
 """
 import time
 
@@ -17,7 +23,7 @@ from benchmarks.stopping import add_time_to_quality, budget_text
 # these is another experiment.  Paths (--data, --out), --models and execution details that do not change the
 # numbers (plots, the interpreter, decode batch size) may differ.
 PROTOCOL = ("embed_dim", "ffn_dim", "layers", "heads", "no_share_embeddings", "max_tokens", "lr",
-            "warmup_updates", "dropout", "label_smoothing", "weight_decay", "clip_norm", "seed", "max_update",
+            "warmup_updates", "dropout", "label_smoothing", "weight_decay", "clip_norm", "seed",
             "budget_minutes", "patience", "dev_bleu", "dev_bleu_beam", "validate_interval_updates", "average_best",
             "fp16", "train_args", "beam", "lenpen", "lenpen_grid", "eos_penalty_grid", "length_choice",
             "generate_args", "threads")
@@ -27,6 +33,41 @@ SLOT_ORDER = ("transformer", "dhmm0", "dhmm0_fast", "dhmm1", "dhmm1_fast", "hnmc
 
 def _slot_key(slot):
     return (SLOT_ORDER.index(slot), "") if slot in SLOT_ORDER else (len(SLOT_ORDER), slot)
+
+
+def _bound_free(row, bound):
+    """Why ``row`` (trained under a larger bound) would differ under ``bound``, or None when it would not."""
+    if row.get("stop_reason") != "patience":
+        return f"stopped by {row.get('stop_reason') or 'an unknown reason'}, not by patience"
+    if (row.get("updates") or 0) > bound:
+        return f"trained {row['updates']} updates, past {bound}"
+    scaled = [a for a in row.get("extra_args") or [] if str(a).endswith("%")]
+    if scaled:
+        return f"its schedule is a fraction of the bound ({' '.join(scaled)})"
+    return None
+
+
+def _common_bound(named_docs):
+    """The ``max_update`` the merged table states: the one bound of all documents, or the smallest when every
+    row trained under a larger one is bound-free (:func:`_bound_free`); else :class:`BenchmarkError`."""
+    bounds = {name: doc["settings"].get("max_update") or 0 for name, doc in named_docs}
+    if len(set(bounds.values())) == 1:
+        return next(iter(bounds.values()))
+    if 0 in bounds.values():  # an unbounded (time-budget) run is another stopping rule
+        name = next(n for n, b in bounds.items() if b == 0)
+        raise BenchmarkError(f"{name}: another protocol: no max_update bound, the others have one")
+    bound = min(bounds.values())
+    for name, doc in named_docs:
+        if bounds[name] == bound:
+            continue
+        for direction, rows in doc["results"].items():
+            for r in rows:
+                why = _bound_free(r, bound)
+                if why:
+                    raise BenchmarkError(
+                        f"{name}: another protocol: max_update={bounds[name]} (not {bound}), and its {direction} "
+                        f"{r['slot']} {why}, so it may differ from a run bounded at {bound}")
+    return bound
 
 
 def merge(named_docs, command):
@@ -65,17 +106,18 @@ def merge(named_docs, command):
                 row = dict(r)
                 row.setdefault("decode_hardware", doc["hardware"])
                 results.setdefault(direction, []).append(row)
+    bound = _common_bound(named_docs)
     for rows in results.values():
         rows.sort(key=lambda r: _slot_key(r["slot"]))
         add_time_to_quality(rows)
-    settings = dict(first["settings"])
+    settings = dict(first["settings"], max_update=bound)
     settings["models"] = ",".join(dict.fromkeys(r["slot"] for rows in results.values() for r in rows))
     return {
         "complete": True,
         "created": time.strftime("%Y-%m-%d %H:%M:%S"),
         "command": command,
         "sources": [{"path": name, "command": doc["command"], "created": doc.get("created"),
-                     "machine": describe_machine(doc["hardware"]),
+                     "machine": describe_machine(doc["hardware"]), "max_update": doc["settings"].get("max_update"),
                      "slots": sorted({r["slot"] for rows in doc["results"].values() for r in rows}, key=_slot_key)}
                     for name, doc in named_docs],
         "settings": settings,

@@ -144,8 +144,13 @@ def merged_from(doc):
     if not sources:
         return []
     out = [f"- merged from {len(sources)} reports of the same protocol, nothing retrained or re-decoded:"]
+    bound = doc["settings"].get("max_update")
     for s in sources:
-        out.append(f"  - `{s['path']}` ({', '.join(s['slots'])}; decoded on {s['machine']}, {s['created']}): "
+        raised = ""
+        if s.get("max_update") and s["max_update"] != bound:
+            raised = (f"; bound {s['max_update']}, but patience stopped every row by update {bound} on a schedule "
+                      "that ignores the bound: as if bounded at {bound}").replace("{bound}", str(bound))
+        out.append(f"  - `{s['path']}` ({', '.join(s['slots'])}; decoded on {s['machine']}, {s['created']}{raised}): "
                    f"`{s['command']}`")
     return out
 

@@ -165,3 +165,34 @@ def test_an_input_inside_out_is_refused(tmp_path):
     a = write(out / "seed-1", "results.json", doc([row("transformer", [20.0], 60.0)]))
     p = merge("--out", str(out), a)
     assert p.returncode == 1 and "would overwrite" in p.stderr
+
+
+def test_a_larger_bound_that_did_not_bind_joins_the_table_under_the_smaller_one(tmp_path):
+    # a job resumed with --max-update raised (1000 -> 1500) that patience still stopped by update 1000, on a
+    # schedule that ignores the bound, trained as a job bounded at 1000 would have
+    a = write(tmp_path, "a.json", doc([row("transformer", [20.0, 21.0], 60.0)]))
+    b = write(tmp_path, "b.json", doc([row("iohmm", [19.0, 22.0, 22.5], 60.0)], max_update=1500))
+    out = tmp_path / "o"
+    p = merge("--out", str(out), "--no-plots", b, a)
+    assert p.returncode == 0, p.stderr
+    merged = json.loads((out / "results.json").read_text())
+    assert merged["settings"]["max_update"] == 1000
+    assert [s["max_update"] for s in merged["sources"]] == [1500, 1000]
+    assert merged["budget"].startswith("converged (patience 2") and "at most 1000 updates" in merged["budget"]
+    md = (out / "results.md").read_text()
+    assert "bound 1500, but patience stopped every row by update 1000" in md
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"stop_reason": "max_update"}, "stopped by max_update, not by patience"),
+    ({"updates": 1200}, "trained 1200 updates, past 1000"),
+    ({"extra_args": ["--lexicon-topk-schedule", "4@0,0@80%"]}, "a fraction of the bound (4@0,0@80%)"),
+])
+def test_a_larger_bound_that_may_have_changed_the_run_is_refused(tmp_path, change, message):
+    a = write(tmp_path, "a.json", doc([row("transformer", [20.0, 21.0], 60.0)]))
+    b = write(tmp_path, "b.json", doc([dict(row("dhmm0_fast", [19.0, 22.0], 60.0), **change)], max_update=1500))
+    out = tmp_path / "o"
+    p = merge("--out", str(out), "--no-plots", a, b)
+    assert p.returncode == 1
+    assert "b.json: another protocol: max_update=1500 (not 1000)" in p.stderr and message in p.stderr
+    assert not out.exists()
