@@ -9,6 +9,7 @@ from benchmarks.common import BenchmarkError
 RECORD_RE = re.compile(r"\|\s*(train_inner|train|valid)\s*\|\s*(\{.*\})\s*$")
 PARAMS_RE = re.compile(r"num\. shared model params: ([\d,]+) \(num\. trained: ([\d,]+)\)")
 LOADED_RE = re.compile(r"Loaded checkpoint .* \(epoch (\d+) @ (\d+) updates\)")
+SAVED_RE = re.compile(r"Saved checkpoint \S+ \(epoch \d+ @ (\d+) updates")
 DONE_RE = re.compile(r"done training in ([\d.]+) seconds")
 # why fairseq-train stopped (fairseq_cli/train.py); ending max_epoch prints nothing of its own
 STOP_RES = (("patience", re.compile(r"early stop since valid performance hasn't improved")),
@@ -33,7 +34,8 @@ def num(x):
 def parse_train_log(path):
     """Everything the benchmark needs from a (possibly appended-to, multi-run) fairseq-train log."""
     info = {"params": None, "params_trained": None, "valid": {}, "updates": 0, "epoch": 0,
-            "runs": 0, "resumed_from": [], "finished": False, "last_train_inner": None, "stop_reason": None,
+            "runs": 0, "resumed_from": [], "saved_updates": 0, "finished": False, "last_train_inner": None,
+            "stop_reason": None,
             "train_epochs": {}}
     if not os.path.exists(path):
         return info
@@ -50,6 +52,10 @@ def parse_train_log(path):
             m = LOADED_RE.search(line)
             if m:
                 info["resumed_from"].append(int(m.group(2)))
+                continue
+            m = SAVED_RE.search(line)
+            if m:
+                info["saved_updates"] = max(info["saved_updates"], int(m.group(1)))
                 continue
             if DONE_RE.search(line):
                 info["finished"] = True

@@ -112,6 +112,7 @@ def train(bench, direction, slot, pos):
     if prior["finished"] and not extended and os.path.exists(os.path.join(jdir, "checkpoints", "checkpoint_best.pt")):
         say(f"[{pos}] {direction} {slot}: fairseq-train had finished; collecting its results")
     else:
+        check_resumable(jdir, prior)
         _train_process(bench, direction, slot, pos, args, log_path, prior)
     summary = summarize_training(jdir)
     # the machine that trained, which need not be the one that decodes (--train-only, then decode elsewhere)
@@ -184,6 +185,19 @@ def rescaled_schedule(old, new):
 
     return (f"{flag} {text} now refers to --max-update {b_new}: {points(b_new)} "
             f"(was {points(b_old)}), as if training had started with the new bound")
+
+
+def check_resumable(jdir, prior):
+    """Refuse a job whose earlier runs saved checkpoints that are gone (a copy made without them, a leg on another
+    machine whose checkpoints never came back): fairseq-train would silently start again at update 0, and the
+    report would add the lost runs' time and updates to the new one's.  A run interrupted before its first save
+    left nothing to resume and starts again as it would have anyway."""
+    last = os.path.join(jdir, "checkpoints", "checkpoint_last.pt")
+    if prior.get("saved_updates") and not os.path.exists(last):
+        raise BenchmarkError(
+            f"{jdir}: its earlier runs saved checkpoints up to update {prior['saved_updates']}, but {last} is "
+            "missing, so training cannot resume; put the checkpoint back (docs/multi30k/cpu-conv/carry.sh "
+            f"restore), or delete {jdir} to train this model from scratch")
 
 
 def continue_past_bound(jdir, what):

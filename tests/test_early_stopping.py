@@ -399,3 +399,32 @@ def test_a_run_trained_on_two_machines_is_named_in_the_report():
     assert len(lines) == 1 and "dhmm1_fast" in lines[0] and "2,549 updates on GPU NVIDIA H200" in lines[0]
     doc["results"]["de-en"].pop()  # trained here alone: nothing to name
     assert training_machines(doc) == [] and mixed_machines(doc) == []
+
+
+def test_a_job_whose_saved_checkpoints_are_gone_is_refused_instead_of_silently_restarting(tmp_path):
+    # what a fairseq-train log holds after a leg whose checkpoints were not copied back (fairseq would start again
+    # at update 0, and the report would add the lost leg's time to the new run's)
+    from benchmarks.common import BenchmarkError
+    from benchmarks.logs import parse_train_log
+    from benchmarks.training import check_resumable
+
+    log = tmp_path / "train.log"
+    log.write_text(
+        "2026-11-27 13:40:00 | INFO | fairseq_cli.train | num. shared model params: 1,263,936 "
+        "(num. trained: 1,263,936)\n"
+        "2026-11-27 13:46:34 | INFO | fairseq.checkpoint_utils | Saved checkpoint /x/checkpoints/"
+        "checkpoint_15_4250.pt (epoch 15 @ 4250 updates, score 4.04) (writing took 0.07 seconds)\n"
+        "2026-11-27 13:46:47 | INFO | fairseq.checkpoint_utils | Saved checkpoint /x/checkpoints/"
+        "checkpoint_best.pt (epoch 15 @ 4365 updates, score 4.04) (writing took 0.07 seconds)\n")
+    prior = parse_train_log(str(log))
+    assert prior["saved_updates"] == 4365 and prior["runs"] == 1
+    with pytest.raises(BenchmarkError, match=r"saved checkpoints up to update 4365, but .*checkpoint_last.pt is "
+                                             r"missing.*carry.sh restore.*to train this model from scratch"):
+        check_resumable(str(tmp_path), prior)
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "checkpoint_last.pt").write_bytes(b"")
+    check_resumable(str(tmp_path), prior)  # resumable: nothing to say
+    # interrupted before its first save: nothing was lost, it starts again as it would have anyway
+    (tmp_path / "checkpoints" / "checkpoint_last.pt").unlink()
+    log.write_text(log.read_text().splitlines(keepends=True)[0])
+    check_resumable(str(tmp_path), parse_train_log(str(log)))
