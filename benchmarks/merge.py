@@ -17,6 +17,7 @@ import time
 
 from benchmarks.common import BenchmarkError
 from benchmarks.report import describe_machine
+from benchmarks.slots import bound_scaled_args
 from benchmarks.stopping import add_time_to_quality, budget_text
 
 # Settings that must agree for rows to share a table: a row trained or decoded under another value of any of
@@ -41,7 +42,7 @@ def _bound_free(row, bound):
         return f"stopped by {row.get('stop_reason') or 'an unknown reason'}, not by patience"
     if (row.get("updates") or 0) > bound:
         return f"trained {row['updates']} updates, past {bound}"
-    scaled = [a for a in row.get("extra_args") or [] if str(a).endswith("%")]
+    scaled = bound_scaled_args(row.get("extra_args"))
     if scaled:
         return f"its schedule is a fraction of the bound ({' '.join(scaled)})"
     return None

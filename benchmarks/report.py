@@ -149,7 +149,7 @@ def merged_from(doc):
         raised = ""
         if s.get("max_update") and s["max_update"] != bound:
             raised = (f"; bound {s['max_update']}, but patience stopped every row by update {bound} on a schedule "
-                      "that ignores the bound: as if bounded at {bound}").replace("{bound}", str(bound))
+                      f"that ignores the bound: as if bounded at {bound}")
         out.append(f"  - `{s['path']}` ({', '.join(s['slots'])}; decoded on {s['machine']}, {s['created']}{raised}): "
                    f"`{s['command']}`")
     return out

@@ -52,6 +52,12 @@ SLOTS = {
 }
 
 
+def bound_scaled_args(extra_args):
+    """The arguments of a slot given as a percentage of ``--max-update`` (``--lexicon-topk-schedule 4@0,0@80%``):
+    such a slot trains differently under another bound."""
+    return [a for a in extra_args or [] if str(a).endswith("%")]
+
+
 def parse_slot_map(items, what, allowed):
     out = {}
     for item in items or []:

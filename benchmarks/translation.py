@@ -17,7 +17,7 @@ from benchmarks.common import USER_DIR, BenchmarkError, read_json, write_json
 from benchmarks.decoding import decode
 from benchmarks.fairseq_runner import query_registry
 from benchmarks.progress import estimate_remaining, eta_text, fmt_duration, say
-from benchmarks.slots import resolve_slots
+from benchmarks.slots import bound_scaled_args, resolve_slots
 from benchmarks.stopping import add_time_to_quality, budget_text
 from benchmarks.training import train
 
@@ -48,7 +48,7 @@ class Benchmark:
         if not args.max_update and not args.budget_minutes:
             raise BenchmarkError("give a training budget: --max-update N and/or --budget-minutes M")
         for s in self.slots:
-            if any(a.endswith("%") for a in self.slot_cfg[s]["extra_args"]) and not args.max_update:
+            if bound_scaled_args(self.slot_cfg[s]["extra_args"]) and not args.max_update:
                 raise BenchmarkError(f"slot {s} schedules by a percentage of the updates: give --max-update N")
         self.env = dict(os.environ)
         if args.threads:
