@@ -11,7 +11,9 @@ A bound raised on one job (``--max-update`` 24000 -> 30000 on a model still impr
 another experiment: a row that patience stopped at or before the smallest bound of the merge, and whose schedule
 does not scale with the bound (no ``--lexicon-topk-schedule`` percentage), trained exactly as it would have under
 that smaller bound (the learning rate is ``inverse_sqrt``, which ignores the bound).  :func:`_common_bound` admits
-such rows and reports the table under the smallest bound; any other row under a larger bound is refused.
+such rows and reports the table under the smallest bound; any other row under a larger bound is refused, unless
+the caller asks for per-row bounds (a model that needed more updates than the others were allowed, still stopped
+by patience): such a row then keeps its own ``max_update`` (and its seed), which the budget sentence names.
 """
 import time
 
@@ -48,12 +50,15 @@ def _bound_free(row, bound):
     return None
 
 
-def _common_bound(named_docs):
-    """The ``max_update`` the merged table states: the one bound of all documents, or the smallest when every
-    row trained under a larger one is bound-free (:func:`_bound_free`); else :class:`BenchmarkError`."""
+def _common_bound(named_docs, per_row=False):
+    """``(bound, own)``: the ``max_update`` the merged table states, the one bound of all documents or the
+    smallest when every row trained under a larger one is bound-free (:func:`_bound_free`); else
+    :class:`BenchmarkError`, or with ``per_row`` the rows that keep their own bound in ``own``
+    ({(document name, direction, slot): bound})."""
     bounds = {name: doc["settings"].get("max_update") or 0 for name, doc in named_docs}
+    own = {}
     if len(set(bounds.values())) == 1:
-        return next(iter(bounds.values()))
+        return next(iter(bounds.values())), own
     if 0 in bounds.values():  # an unbounded (time-budget) run is another stopping rule
         name = next(n for n, b in bounds.items() if b == 0)
         raise BenchmarkError(f"{name}: another protocol: no max_update bound, the others have one")
@@ -64,25 +69,29 @@ def _common_bound(named_docs):
         for direction, rows in doc["results"].items():
             for r in rows:
                 why = _bound_free(r, bound)
-                if why:
+                if why and per_row:
+                    own[(name, direction, r["slot"])] = bounds[name]
+                elif why:
                     raise BenchmarkError(
                         f"{name}: another protocol: max_update={bounds[name]} (not {bound}), and its {direction} "
-                        f"{r['slot']} {why}, so it may differ from a run bounded at {bound}")
-    return bound
+                        f"{r['slot']} {why}, so it may differ from a run bounded at {bound} (--per-row-bounds "
+                        "keeps it with its own bound stated)")
+    return bound, own
 
 
-def merge(named_docs, command):
+def merge(named_docs, command, per_row_bounds=False):
     """``[(name, results.json document), ...]`` of one seed -> one document whose rows are all of theirs.
 
     ``name`` (a path) identifies a document in errors and in the report's ``sources``.  Every document must be
     complete, hold the same prepared data and the same :data:`PROTOCOL` settings, and no (direction, slot) may
     come from two documents.  Each row's time to the transformer's best dev score is recomputed, per direction:
-    the transformer may come from another document."""
+    the transformer may come from another document.  ``per_row_bounds``: see :func:`_common_bound`."""
     if not named_docs:
         raise BenchmarkError("nothing to merge")
     first_name, first = named_docs[0]
     origin = {}
     results = {}
+    merged_rows = {}
     for name, doc in named_docs:
         for key in ("settings", "data", "results", "hardware"):
             if key not in doc:
@@ -106,8 +115,11 @@ def merge(named_docs, command):
                 origin[key] = name
                 row = dict(r)
                 row.setdefault("decode_hardware", doc["hardware"])
+                merged_rows[(name,) + key] = row
                 results.setdefault(direction, []).append(row)
-    bound = _common_bound(named_docs)
+    bound, own = _common_bound(named_docs, per_row_bounds)
+    for key, own_bound in own.items():
+        merged_rows[key].update(max_update=own_bound, seed=first["settings"]["seed"])
     for rows in results.values():
         rows.sort(key=lambda r: _slot_key(r["slot"]))
         add_time_to_quality(rows)
@@ -119,7 +131,8 @@ def merge(named_docs, command):
         "command": command,
         "sources": [{"path": name, "command": doc["command"], "created": doc.get("created"),
                      "machine": describe_machine(doc["hardware"]), "max_update": doc["settings"].get("max_update"),
-                     "slots": sorted({r["slot"] for rows in doc["results"].values() for r in rows}, key=_slot_key)}
+                     "slots": sorted({r["slot"] for rows in doc["results"].values() for r in rows}, key=_slot_key),
+                     "own_bound": sorted({slot for n, _, slot in own if n == name}, key=_slot_key)}
                     for name, doc in named_docs],
         "settings": settings,
         "budget": budget_text(settings, results),
@@ -129,7 +142,7 @@ def merge(named_docs, command):
     }
 
 
-def merge_all(named_docs, command):
+def merge_all(named_docs, command, per_row_bounds=False):
     """Documents of any seeds -> {seed: merged document}."""
     by_seed = {}
     for name, doc in named_docs:
@@ -137,4 +150,4 @@ def merge_all(named_docs, command):
         if seed is None:
             raise BenchmarkError(f"{name}: not a results.json of scripts/benchmark_translation.py (no seed)")
         by_seed.setdefault(seed, []).append((name, doc))
-    return {seed: merge(docs, command) for seed, docs in sorted(by_seed.items())}
+    return {seed: merge(docs, command, per_row_bounds) for seed, docs in sorted(by_seed.items())}

@@ -147,7 +147,10 @@ def merged_from(doc):
     bound = doc["settings"].get("max_update")
     for s in sources:
         raised = ""
-        if s.get("max_update") and s["max_update"] != bound:
+        if s.get("own_bound"):
+            raised = (f"; bound {s['max_update']}, kept by {', '.join(s['own_bound'])} (stopped past {bound} or "
+                      "on a schedule tied to the bound)")
+        elif s.get("max_update") and s["max_update"] != bound:
             raised = (f"; bound {s['max_update']}, but patience stopped every row by update {bound} on a schedule "
                       f"that ignores the bound: as if bounded at {bound}")
         out.append(f"  - `{s['path']}` ({', '.join(s['slots'])}; decoded on {s['machine']}, {s['created']}{raised}): "

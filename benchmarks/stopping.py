@@ -131,19 +131,25 @@ def add_time_to_quality(rows, reference="transformer"):
 
 def budget_text(settings, results=None):
     """What every table states: "converged (patience P ...)" with its bound when every row of ``results``
-    stopped by patience, else the early-stopping rule, the bound and how many rows it stopped; or the budget."""
+    stopped by patience, else the early-stopping rule, the bound and how many rows it stopped; or the budget.
+    A row carrying its own ``max_update`` (and ``seed``) is named with its bound."""
     parts = []
     if settings.get("max_update"):
         parts.append(f"{settings['max_update']} updates")
     if settings.get("budget_minutes"):
         parts.append(f"{settings['budget_minutes']:g} minutes")
     bound = " or ".join(parts)
+    rows = [r for rows in (results or {}).values() for r in rows]
+    # rows a merge kept under their own, larger bound (benchmarks/merge.py, --per-row-bounds)
+    own = [f"{r['slot']} seed {r['seed']}: {r['max_update']} updates" for r in rows
+           if r.get("max_update") and r["max_update"] != settings.get("max_update")]
+    if own:
+        bound += f" ({', '.join(own)})"
     patience = settings.get("patience") or 0
     if not patience:
         return bound
     rule = (f"patience {patience}: stopped after {patience} validations in a row without a lower "
             f"validation loss), at most {bound}")
-    rows = [r for rows in (results or {}).values() for r in rows]
     n = sum(r.get("stop_reason") == "patience" for r in rows)
     if rows and n == len(rows):
         return f"converged ({rule}"

@@ -7,7 +7,8 @@
 
 Models trained as separate jobs (one per GPU or core, or one added later to a finished comparison) share a
 table only through this: it checks that the reports used the same data and protocol (sizes, optimiser, seed,
-stopping rule and bound, decoding and length choice; ``benchmarks/merge.py``), refuses a model present twice,
+stopping rule and bound, decoding and length choice; ``benchmarks/merge.py``; ``--per-row-bounds`` admits a
+model that needed a larger bound and names it), refuses a model present twice,
 and recomputes each model's time to the transformer's best dev score against the transformer of the same
 seed.  One seed: ``OUT/results.{json,md}`` and plots.  Several: ``OUT/seed-S/results.*`` per seed and
 ``OUT/summary.{json,md}`` (mean ± sd over seeds), as ``--seeds`` writes them.  Nothing is written unless every
@@ -45,6 +46,10 @@ def main(argv=None):
     p.add_argument("results", nargs="+", help="results.json files of scripts/benchmark_translation.py")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--per-row-bounds", action="store_true",
+                   help="admit a row trained under a larger --max-update than the others that would have trained "
+                        "differently under the smallest one (stopped past it): it keeps its own bound, which the "
+                        "table's budget names (default: refused)")
     args = p.parse_args(argv)
     out = os.path.abspath(args.out)
     try:
@@ -53,7 +58,7 @@ def main(argv=None):
                     os.path.dirname(os.path.dirname(os.path.abspath(path))) == out:
                 raise BenchmarkError(f"{path}: lies in --out {args.out}, which the merge would overwrite")
         command = shlex.join([sys.executable] + sys.argv)
-        merged = merge_all([(path, load(path)) for path in args.results], command)
+        merged = merge_all([(path, load(path)) for path in args.results], command, args.per_row_bounds)
     except BenchmarkError as e:
         print(f"merge_translation_results.py: error: {e}", file=sys.stderr)
         return 1

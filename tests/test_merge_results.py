@@ -196,3 +196,25 @@ def test_a_larger_bound_that_may_have_changed_the_run_is_refused(tmp_path, chang
     assert p.returncode == 1
     assert "b.json: another protocol: max_update=1500 (not 1000)" in p.stderr and message in p.stderr
     assert not out.exists()
+
+
+def test_per_row_bounds_admit_a_model_that_needed_more_updates_and_name_its_bound(tmp_path):
+    # patience stopped the HMM at update 1200, past the transformer's bound of 1000: refused by default (it
+    # would have stopped at 1000 under that bound), kept with its own bound stated when asked
+    a = write(tmp_path, "a.json", doc([row("transformer", [20.0, 21.0], 60.0)], seed=2))
+    hmm = dict(row("hnmc", [19.0, 22.0], 60.0), updates=1200)
+    b = write(tmp_path, "b.json", doc([hmm], seed=2, max_update=1500))
+    out = tmp_path / "o"
+    p = merge("--out", str(out), "--no-plots", a, b)
+    assert p.returncode == 1 and "--per-row-bounds" in p.stderr and not out.exists()
+    p = merge("--out", str(out), "--no-plots", "--per-row-bounds", a, b)
+    assert p.returncode == 0, p.stderr
+    merged = json.loads((out / "results.json").read_text())
+    tr, hnmc = merged["results"]["de-en"]
+    assert merged["settings"]["max_update"] == 1000 and "max_update" not in tr
+    assert (hnmc["max_update"], hnmc["seed"]) == (1500, 2)
+    assert [s["own_bound"] for s in merged["sources"]] == [[], ["hnmc"]]
+    assert merged["budget"].startswith("converged (patience 2")
+    assert "at most 1000 updates (hnmc seed 2: 1500 updates)" in merged["budget"]
+    md = (out / "results.md").read_text()
+    assert "bound 1500, kept by hnmc" in md
