@@ -12,8 +12,8 @@ another experiment: a row that patience stopped at or before the smallest bound 
 does not scale with the bound (no ``--lexicon-topk-schedule`` percentage), trained exactly as it would have under
 that smaller bound (the learning rate is ``inverse_sqrt``, which ignores the bound).  :func:`_common_bound` admits
 such rows and reports the table under the smallest bound; any other row under a larger bound is refused, unless
-the caller asks for per-row bounds (a model that needed more updates than the others were allowed, still stopped
-by patience): such a row then keeps its own ``max_update`` (and its seed), which the budget sentence names.
+the caller asks for per-row bounds (typically a model patience stopped past the others' bound): such a row then
+keeps its own ``max_update`` (and its seed), which the budget sentence names.
 """
 import time
 
@@ -54,7 +54,7 @@ def _common_bound(named_docs, per_row=False):
     """``(bound, own)``: the ``max_update`` the merged table states, the one bound of all documents or the
     smallest when every row trained under a larger one is bound-free (:func:`_bound_free`); else
     :class:`BenchmarkError`, or with ``per_row`` the rows that keep their own bound in ``own``
-    ({(document name, direction, slot): bound})."""
+    ({(direction, slot): bound})."""
     bounds = {name: doc["settings"].get("max_update") or 0 for name, doc in named_docs}
     own = {}
     if len(set(bounds.values())) == 1:
@@ -70,7 +70,7 @@ def _common_bound(named_docs, per_row=False):
             for r in rows:
                 why = _bound_free(r, bound)
                 if why and per_row:
-                    own[(name, direction, r["slot"])] = bounds[name]
+                    own[(direction, r["slot"])] = bounds[name]
                 elif why:
                     raise BenchmarkError(
                         f"{name}: another protocol: max_update={bounds[name]} (not {bound}), and its {direction} "
@@ -91,7 +91,6 @@ def merge(named_docs, command, per_row_bounds=False):
     first_name, first = named_docs[0]
     origin = {}
     results = {}
-    merged_rows = {}
     for name, doc in named_docs:
         for key in ("settings", "data", "results", "hardware"):
             if key not in doc:
@@ -115,12 +114,12 @@ def merge(named_docs, command, per_row_bounds=False):
                 origin[key] = name
                 row = dict(r)
                 row.setdefault("decode_hardware", doc["hardware"])
-                merged_rows[(name,) + key] = row
                 results.setdefault(direction, []).append(row)
     bound, own = _common_bound(named_docs, per_row_bounds)
-    for key, own_bound in own.items():
-        merged_rows[key].update(max_update=own_bound, seed=first["settings"]["seed"])
-    for rows in results.values():
+    for direction, rows in results.items():
+        for r in rows:
+            if (direction, r["slot"]) in own:
+                r.update(max_update=own[(direction, r["slot"])], seed=first["settings"]["seed"])
         rows.sort(key=lambda r: _slot_key(r["slot"]))
         add_time_to_quality(rows)
     settings = dict(first["settings"], max_update=bound)
@@ -132,7 +131,8 @@ def merge(named_docs, command, per_row_bounds=False):
         "sources": [{"path": name, "command": doc["command"], "created": doc.get("created"),
                      "machine": describe_machine(doc["hardware"]), "max_update": doc["settings"].get("max_update"),
                      "slots": sorted({r["slot"] for rows in doc["results"].values() for r in rows}, key=_slot_key),
-                     "own_bound": sorted({slot for n, _, slot in own if n == name}, key=_slot_key)}
+                     "own_bound": sorted({slot for (d, slot) in own if origin[(d, slot)] == name},
+                                         key=_slot_key)}
                     for name, doc in named_docs],
         "settings": settings,
         "budget": budget_text(settings, results),

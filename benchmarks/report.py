@@ -148,8 +148,8 @@ def merged_from(doc):
     for s in sources:
         raised = ""
         if s.get("own_bound"):
-            raised = (f"; bound {s['max_update']}, kept by {', '.join(s['own_bound'])} (stopped past {bound} or "
-                      "on a schedule tied to the bound)")
+            raised = (f"; bound {s['max_update']}, kept by {', '.join(s['own_bound'])}, which would have trained "
+                      f"differently under {bound}")
         elif s.get("max_update") and s["max_update"] != bound:
             raised = (f"; bound {s['max_update']}, but patience stopped every row by update {bound} on a schedule "
                       f"that ignores the bound: as if bounded at {bound}")
