@@ -1,7 +1,8 @@
 """The command behind interim_status.txt: the CPU convergence run's progress from its train.log and train_stats
 (no decoding), with the report's own functions; run from the repository root:
 ``python docs/multi30k/cpu-conv/interim_status.py [--png PATH]``.  Also draws seed 1's curves (default
-``curves.seed-1.png`` beside this file).
+``curves.seed-1.png`` beside this file).  ``--root runs/m30k-ladder`` reads the ladder (ladder.sh: one ``--out``
+per model, ``seed-S/MODEL/de-en/MODEL``) and draws no curves unless ``--png`` is given.
 
 A model whose job directory is gone (a session on a new machine starts without ``runs/``) is read from the
 committed report ``seed-S.results.json`` beside this file, when that report has it: its validation curve with
@@ -64,7 +65,15 @@ def curve_of(jdir):
 
 
 
-def plot(rows, path):
+def job_dir(root, seed_dir, model):
+    """The job directory of ``model`` under go.sh's layout (one --out per seed) or ladder.sh's (one per model)."""
+    for jdir in (f"{root}/{seed_dir}/de-en/{model}", f"{root}/{seed_dir}/{model}/de-en/{model}"):
+        if os.path.exists(f"{jdir}/train.log"):
+            return jdir
+    return None
+
+
+def plot(rows, path, title, recipe_size):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -75,27 +84,36 @@ def plot(rows, path):
         a.plot([p["updates"] for p in curve], [p["loss"] for p in curve], label=m)
         pts = [p for p in curve if p["bleu"] is not None and p["train_wall_seconds"] is not None]
         b.plot([p["train_wall_seconds"] / 60 for p in pts], [p["bleu"] for p in pts], label=m)
-    a.set(xlabel="updates", ylabel="validation loss (label-smoothed, bits)", ylim=(3.5, 4.6))
-    b.set(xlabel="training wall clock without validations (min)", ylabel="dev BLEU (greedy)", ylim=(28, 39))
+    a.set(xlabel="updates", ylabel="validation loss (label-smoothed, bits)")
+    b.set(xlabel="training wall clock without validations (min)", ylabel="dev BLEU (greedy)")
+    if recipe_size:  # the committed curves.seed-1.png's frame
+        a.set_ylim(3.5, 4.6)
+        b.set_ylim(28, 39)
     for ax in (a, b):
         ax.grid(alpha=0.3)
         ax.legend()
-    fig.suptitle("Multi30k de-en, d=128 2+2, CPU (1 thread per model), seed 1")
+    fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
 
 opts = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-opts.add_argument("--png", default=os.path.join(HERE, "curves.seed-1.png"), help="seed 1's curves")
+opts.add_argument("--root", default=ROOT, help=f"the run's directory (default {ROOT}; the ladder: runs/m30k-ladder)")
+opts.add_argument("--png", help="seed 1's curves (default: curves.seed-1.png beside this file for the default root, "
+                  "none otherwise)")
 opts = opts.parse_args()
-for seed_dir in sorted(d for d in os.listdir(ROOT) if d.startswith("seed-")):
+recipe = os.path.normpath(opts.root) == ROOT
+png = opts.png or (os.path.join(HERE, "curves.seed-1.png") if recipe else None)
+title = ("Multi30k de-en, d=128 2+2, CPU (1 thread per model), seed 1" if recipe else
+         f"Multi30k de-en, {opts.root}, CPU (1 thread per model), seed 1")
+for seed_dir in sorted(d for d in os.listdir(opts.root) if d.startswith("seed-")):
     rows = {}
     for m in MODELS:
-        jdir = f"{ROOT}/{seed_dir}/de-en/{m}"
-        if os.path.exists(f"{jdir}/train.log"):
+        jdir = job_dir(opts.root, seed_dir, m)
+        if jdir:
             rows[m] = curve_of(jdir)
-        else:
-            rows[m] = from_report(seed_dir, m)
+        else:  # the committed reports are the recipe size's
+            rows[m] = from_report(seed_dir, m) if recipe else None
         if not rows[m] or not rows[m][2]:  # not run, or no validation yet
             del rows[m]
     print(f"== {seed_dir}")
@@ -109,8 +127,8 @@ for seed_dir in sorted(d for d in os.listdir(ROOT) if d.startswith("seed-")):
               + (f" [from the {log['source']}: another machine's clock]" if "source" in log else "")
               + (f" [trained on several machines, {log['machines']}: the clock adds up their times]"
                  if "machines" in log else ""))
-    if seed_dir == "seed-1":
-        plot(rows, opts.png)
+    if seed_dir == "seed-1" and png and rows:
+        plot(rows, png, title, recipe)
     if "transformer" not in rows:
         continue
     ref = rows["transformer"][2]
