@@ -4,35 +4,48 @@
 # needs to resume and decode into CARRY, a directory git does not ignore (so a session's uncommitted work can
 # carry it): every job's logs and JSON, its checkpoint_last.pt whole (Adam state included: the resumed run
 # continues exactly) and its checkpoint_best.pt without the optimizer state (decoding needs the weights only),
-# both renamed *.pt.carry since *.pt is ignored. `restore` puts them back. Never commit CARRY (about 21 MB
-# per d=128 job).
+# both renamed *.pt.carry since *.pt is ignored, and cut into 16 MB parts (*.pt.carry.000, .001, ...): the
+# thirteenth session's ladder carry (one 90 MB and one 30 MB file per job) did not come back to the next session,
+# while the earlier sessions' 21 MB files had. `restore` joins the parts (or takes a whole *.pt.carry of an older
+# carry) and puts them back. Never commit CARRY (about 21 MB per d=128 job, 120 MB per ladder job).
 set -euo pipefail
 mode=${1:?save or restore}; src=${2:?}; dst=${3:?}
 PY=${PY:-.venv/bin/python}
+parts() {  # parts FILE OUT: OUT.000, OUT.001, ... of 16 MB, replacing any older parts or whole copy of OUT
+  local tmp; tmp=$(mktemp -d "$(dirname "$2")/.parts.XXXXXX")
+  split -b 16M -d -a 3 "$1" "$tmp/p."
+  rm -f "$2" "$2".[0-9][0-9][0-9]
+  for p in "$tmp"/p.*; do mv "$p" "$2.${p##*/p.}"; done
+  rmdir "$tmp"
+}
+
 case "$mode" in
   save)
     mkdir -p "$dst"
     tar -C "$src" --exclude='*.pt' --exclude='superseded-*' -cf - . | tar -C "$dst" -xf -
     find "$src" -path '*/checkpoints/checkpoint_last.pt' | while read -r last; do
       rel=${last#"$src"/}; out="$dst/$rel.carry"; mkdir -p "$(dirname "$out")"
-      cp "$last" "$out.tmp" && mv "$out.tmp" "$out"
+      parts "$last" "$out"
       best=$(dirname "$last")/checkpoint_best.pt
-      [[ -f "$best" ]] && "$PY" - "$best" "$dst/${best#"$src"/}.carry" <<'PYEOF'
+      [[ -f "$best" ]] && "$PY" - "$best" "$dst/${best#"$src"/}.carry.whole" <<'PYEOF'
 import os, sys, torch
 state = torch.load(sys.argv[1], map_location="cpu", weights_only=False)
 state["last_optimizer_state"] = None  # weights, args, extra state: enough to decode
 torch.save(state, sys.argv[2] + ".tmp")
 os.replace(sys.argv[2] + ".tmp", sys.argv[2])
 PYEOF
+      [[ -f "$best" ]] && parts "$dst/${best#"$src"/}.carry.whole" "$dst/${best#"$src"/}.carry" && \
+        rm "$dst/${best#"$src"/}.carry.whole"
       echo "carry.sh: saved $(dirname "$rel")"
     done ;;
   restore)
     mkdir -p "$dst"
-    tar -C "$src" --exclude='*.pt.carry' -cf - . | tar -C "$dst" -xf -
-    find "$src" -name '*.pt.carry' | while read -r c; do
-      rel=${c#"$src"/}; out="$dst/${rel%.carry}"; mkdir -p "$(dirname "$out")"
+    tar -C "$src" --exclude='*.pt.carry' --exclude='*.pt.carry.[0-9][0-9][0-9]' -cf - . | tar -C "$dst" -xf -
+    find "$src" \( -name '*.pt.carry' -o -name '*.pt.carry.000' \) | while read -r c; do
+      c=${c%.000}; rel=${c#"$src"/}; out="$dst/${rel%.carry}"; mkdir -p "$(dirname "$out")"
       [[ -e "$out" ]] && { echo "carry.sh: $out exists, kept" >&2; continue; }
-      cp "$c" "$out.tmp" && mv "$out.tmp" "$out"; echo "carry.sh: restored $rel"
+      if [[ -f "$c.000" ]]; then cat "$c".[0-9][0-9][0-9] > "$out.tmp"; else cp "$c" "$out.tmp"; fi
+      mv "$out.tmp" "$out"; echo "carry.sh: restored $rel"
     done ;;
   *) echo "carry.sh: unknown mode '$mode' (save or restore)" >&2; exit 2 ;;
 esac

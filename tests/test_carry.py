@@ -1,0 +1,59 @@
+"""docs/multi30k/cpu-conv/carry.sh: the copy of long runs' resume state between sessions. Checkpoints go out as
+16 MB parts (a whole 90 MB ladder checkpoint did not come back to the next session) and come back byte for byte;
+the best checkpoint goes without its optimizer state; a carry of the older whole-file form still restores."""
+import os
+import subprocess
+import sys
+
+import torch
+from conftest import ROOT
+
+CARRY = os.path.join(ROOT, "docs", "multi30k", "cpu-conv", "carry.sh")
+MB = 1 << 20
+
+
+def carry(*args):
+    env = dict(os.environ, PY=sys.executable)
+    return subprocess.run(["bash", CARRY, *args], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+
+
+def fake_run(root):
+    ck = root / "seed-1" / "m" / "de-en" / "m" / "checkpoints"
+    ck.mkdir(parents=True)
+    last = os.urandom(40 * MB + 123)  # three parts, the last one short
+    (ck / "checkpoint_last.pt").write_bytes(last)
+    torch.save({"model": {"w": torch.arange(6.0)}, "last_optimizer_state": {"adam": torch.ones(3)}},
+               ck / "checkpoint_best.pt")
+    (ck.parent / "train.log").write_text("log\n")
+    return ck, last
+
+
+def test_save_cuts_parts_and_restore_joins_them(tmp_path):
+    ck, last = fake_run(tmp_path / "run")
+    carry("save", str(tmp_path / "run"), str(tmp_path / "carry"))
+    cck = tmp_path / "carry" / ck.relative_to(tmp_path / "run")
+    parts = sorted(p.name for p in cck.iterdir())
+    assert parts == ["checkpoint_best.pt.carry.000", "checkpoint_last.pt.carry.000",
+                     "checkpoint_last.pt.carry.001", "checkpoint_last.pt.carry.002"]
+    assert max(p.stat().st_size for p in cck.iterdir()) <= 16 * MB
+    assert not list((tmp_path / "carry").rglob("*.pt")) and not list((tmp_path / "carry").rglob(".parts.*"))
+
+    carry("save", str(tmp_path / "run"), str(tmp_path / "carry"))  # a second save replaces, adds no parts
+    assert sorted(p.name for p in cck.iterdir()) == parts
+
+    out = carry("restore", str(tmp_path / "carry"), str(tmp_path / "back")).stdout
+    bck = tmp_path / "back" / ck.relative_to(tmp_path / "run")
+    assert out.count("carry.sh: restored") == 2
+    assert (bck / "checkpoint_last.pt").read_bytes() == last
+    best = torch.load(bck / "checkpoint_best.pt", weights_only=False)
+    assert best["last_optimizer_state"] is None and torch.equal(best["model"]["w"], torch.arange(6.0))
+    assert (bck.parent / "train.log").read_text() == "log\n"
+    assert not list((tmp_path / "back").rglob("*.carry*"))
+
+
+def test_restore_takes_an_older_whole_file_carry(tmp_path):
+    ck = tmp_path / "carry" / "job" / "checkpoints"
+    ck.mkdir(parents=True)
+    (ck / "checkpoint_last.pt.carry").write_bytes(b"whole")
+    carry("restore", str(tmp_path / "carry"), str(tmp_path / "back"))
+    assert (tmp_path / "back" / "job" / "checkpoints" / "checkpoint_last.pt").read_bytes() == b"whole"
