@@ -29,7 +29,7 @@ case "$mode" in
     find "$src" -path '*/checkpoints/checkpoint_last.pt' | while read -r last; do
       rel=${last#"$src"/}; rel=${rel%/checkpoints/*}/checkpoints.carry
       out="$dst/$rel/checkpoint_last.pt.carry"; mkdir -p "$dst/$rel"
-      rm -rf "$dst/$rel/../checkpoints"  # an older carry's ignored copy
+      rm -rf "$dst/${rel%.carry}"  # an older carry's ignored checkpoints/
       parts "$last" "$out"
       best=$(dirname "$last")/checkpoint_best.pt; bout="$dst/$rel/checkpoint_best.pt.carry"
       [[ -f "$best" ]] && "$PY" - "$best" "$bout.whole" <<'PYEOF'
