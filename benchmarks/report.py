@@ -124,6 +124,34 @@ def training_machines(doc):
     return [] if seen in ([], [here]) else seen
 
 
+def decoding_machines(doc):
+    """The machines that decoded the rows, in order: a merged report's rows keep their own report's machine
+    (``decode_hardware``), so its decode speeds may come from different CPUs."""
+    seen = []
+    for rows in doc["results"].values():
+        for r in rows:
+            name = describe_machine(r.get("decode_hardware") or doc["hardware"])
+            seen += [name] if name not in seen else []
+    return seen or [describe_machine(doc["hardware"])]
+
+
+def machines_text(trained, decoded):
+    """"CPU X" when one machine did everything, else which trained and which decoded."""
+    if not trained and len(decoded) == 1:
+        return decoded[0]
+    return (f"trained on {' and '.join(trained)}, " if trained else "") + f"decoded on {' and '.join(decoded)}"
+
+
+def decoded_apart(doc):
+    """A line naming each row's decoding machine when the rows were decoded on more than one: their decode
+    speeds are not comparable with each other."""
+    if len(decoding_machines(doc)) < 2:
+        return []
+    parts = "; ".join(f"{direction} {r['slot']} on {describe_machine(r.get('decode_hardware') or doc['hardware'])}"
+                      for direction, rows in doc["results"].items() for r in rows)
+    return [f"- decoded on different machines ({parts}): decode sent/s and tok/s compare rows of one machine only"]
+
+
 def mixed_machines(doc):
     """Lines naming the rows trained on more than one machine (a run continued elsewhere): their wall clock
     and time to quality add up different machines' times."""
@@ -160,10 +188,7 @@ def merged_from(doc):
 
 def markdown_report(doc):
     hw = doc["hardware"]
-    device = describe_machine(hw)
-    trained = training_machines(doc)
-    if trained:
-        device = f"trained on {' and '.join(trained)}, decoded on {device}"
+    device = machines_text(training_machines(doc), decoding_machines(doc))
     out = [f"# Translation benchmark{'' if doc['complete'] else ' (partial: still running)'}", "",
            f"- command: `{doc['command']}`",
            f"- data: {doc['data']['config']} ({doc['data']['sentences']['train']:,} training pairs, "
@@ -172,7 +197,7 @@ def markdown_report(doc):
            "- BLEU/TER/chrF: sacrebleu on tokenised lowercased text (`-tok none -lc`), BPE removed; "
            "len ratio = hypothesis/reference length; valid nll in bits per target token (fairseq, base 2)",
            "- train tok/s: target tokens per second of optimisation steps; decode: fairseq-generate's timer, "
-           f"beam {doc['settings']['beam']}", *mixed_machines(doc), *merged_from(doc), ""]
+           f"beam {doc['settings']['beam']}", *mixed_machines(doc), *decoded_apart(doc), *merged_from(doc), ""]
     for direction, rows in doc["results"].items():
         if not rows:
             continue

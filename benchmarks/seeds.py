@@ -116,13 +116,11 @@ def write_summary(out, docs_by_seed, command):
     seeds = sorted(docs_by_seed)
     first = docs_by_seed[seeds[0]]
     summary = aggregate(docs_by_seed)
-    hw = first["hardware"]
-    device = f"GPU {hw['gpu']}" if hw["device"] == "cuda" else f"CPU {hw['cpu']}"
-    trained = []
+    trained, decoded = [], []
     for s in seeds:
         trained += [m for m in report.training_machines(docs_by_seed[s]) if m not in trained]
-    if trained:
-        device = f"trained on {' and '.join(trained)}, decoded on {device}"
+        decoded += [m for m in report.decoding_machines(docs_by_seed[s]) if m not in decoded]
+    device = report.machines_text(trained, decoded)
     every = {}
     for s in seeds:
         for direction, rows in docs_by_seed[s]["results"].items():

@@ -88,6 +88,27 @@ def test_a_model_the_bound_stopped_keeps_the_table_from_saying_converged(tmp_pat
     assert budget.startswith("early stopping") and "stopped by patience: 1 of 2" in budget
 
 
+def test_reports_decoded_on_two_machines_name_both_and_warn_that_their_decode_speeds_differ(tmp_path):
+    other = dict(HW, cpu="Other CPU")
+    a = write(tmp_path, "a.json", doc([row("transformer", [20.0, 21.0], 60.0)]))
+    b = write(tmp_path, "b.json", dict(doc([row("dhmm0_fast", [19.0, 22.0], 60.0)]), hardware=other))
+    p = merge("--out", str(tmp_path / "o"), "--no-plots", a, b)
+    assert p.returncode == 0, p.stderr
+    md = (tmp_path / "o" / "results.md").read_text()
+    assert "decoded on CPU Test CPU, 2 logical cores, 1 thread(s) per process and CPU Other CPU" in md
+    assert "de-en dhmm0_fast on CPU Other CPU" in md and "compare rows of one machine only" in md
+    # one machine: the report names it once, with no warning
+    p = merge("--out", str(tmp_path / "one"), "--no-plots", a)
+    assert p.returncode == 0, p.stderr
+    md = (tmp_path / "one" / "results.md").read_text()
+    assert "per process and CPU" not in md and "compare rows of one machine only" not in md
+    # the summary over seeds names both machines too
+    c = write(tmp_path, "c.json", doc([row("transformer", [20.0, 21.0], 60.0)], seed=2))
+    p = merge("--out", str(tmp_path / "seeds"), "--no-plots", a, b, c)
+    assert p.returncode == 0, p.stderr
+    assert "CPU Other CPU" in (tmp_path / "seeds" / "summary.md").read_text()
+
+
 def test_two_seeds_give_per_seed_tables_and_the_mean_time_to_quality(tmp_path):
     paths = []
     for seed, (hmm_bleus, sec) in {1: ([26.0, 27.0], 100.0), 2: ([27.5, 28.0], 50.0)}.items():
