@@ -124,14 +124,16 @@ def training_machines(doc):
     return [] if seen in ([], [here]) else seen
 
 
+def _decoder(doc, row):
+    """The machine that decoded a row: a merged report's rows keep their own report's (``decode_hardware``)."""
+    return describe_machine(row.get("decode_hardware") or doc["hardware"])
+
+
 def decoding_machines(doc):
-    """The machines that decoded the rows, in order: a merged report's rows keep their own report's machine
-    (``decode_hardware``), so its decode speeds may come from different CPUs."""
+    """The machines that decoded the rows, in order, so a merged report's decode speeds may come from several."""
     seen = []
     for rows in doc["results"].values():
-        for r in rows:
-            name = describe_machine(r.get("decode_hardware") or doc["hardware"])
-            seen += [name] if name not in seen else []
+        seen += [n for n in (_decoder(doc, r) for r in rows) if n not in seen]
     return seen or [describe_machine(doc["hardware"])]
 
 
@@ -147,7 +149,7 @@ def decoded_apart(doc):
     speeds are not comparable with each other."""
     if len(decoding_machines(doc)) < 2:
         return []
-    parts = "; ".join(f"{direction} {r['slot']} on {describe_machine(r.get('decode_hardware') or doc['hardware'])}"
+    parts = "; ".join(f"{direction} {r['slot']} on {_decoder(doc, r)}"
                       for direction, rows in doc["results"].items() for r in rows)
     return [f"- decoded on different machines ({parts}): decode sent/s and tok/s compare rows of one machine only"]
 
