@@ -29,11 +29,10 @@ import torch
 
 from hmm_nmt.aligner.matrices import ExtractionError
 from hmm_nmt.aligner.pairs import encode_pair, pair_dataset, too_long
-from wordalign.segment import load_segmenter
 
 from .extract import setup_logging
 from .loading import load_model
-from .raw_text import read_text_pair
+from .raw_text import read_text_inputs
 
 logger = logging.getLogger("hmm_nmt.adapt")
 
@@ -161,11 +160,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         out_dir = os.path.dirname(os.path.abspath(args.output.replace("{updates}", "0")))
         if not os.path.isdir(out_dir):
             raise ExtractionError(f"-o: directory {out_dir} does not exist")
-        src_lines, tgt_lines = read_text_pair(args.src_text, args.tgt_text)
-        try:
-            segmenter = load_segmenter(args.bpe_codes, args.spm_model)
-        except (OSError, ValueError) as e:
-            raise ExtractionError(f"{'--bpe-codes' if args.bpe_codes else '--spm-model'}: cannot load: {e}") from None
+        src_lines, tgt_lines, segmenter = read_text_inputs(args.src_text, args.tgt_text, args.bpe_codes,
+                                                             args.spm_model)
         model, task = load_model(args.path, args.data, args.cpu)
         from fairseq import checkpoint_utils
 

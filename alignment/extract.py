@@ -63,12 +63,11 @@ from hmm_nmt.aligner.matrices import (  # noqa: F401
 )
 from hmm_nmt.aligner.pairs import EncodedPair, align_encoded, encode_pair, pair_dataset, too_long  # noqa: F401
 from wordalign.links import POOLS, SOFT, LinkOptions, argmax_links, parse_decision, sentence_word_links  # noqa: F401
-from wordalign.segment import load_segmenter
 from wordalign.symmetrize import METHODS as HARD_SYMMETRIZATIONS
 
 from .io import atomic_write, format_pharaoh
 from .loading import load_model, load_subset  # noqa: F401
-from .raw_text import align_text, read_text_pair
+from .raw_text import align_text, read_text_inputs, read_text_pair
 from .subset import BPE_STYLES, align_subset, extract_matrices, word_links  # noqa: F401
 
 __all__ = ["METHODS", "BPE_STYLES", "ExtractionError", "SentenceMatrices", "LinkOptions", "EncodedPair", "load_model",
@@ -216,11 +215,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         methods, opts = _check_args(args)
         text = args.src_text is not None
         if text:  # fail on the text before spending time on the model
-            src_lines, tgt_lines = read_text_pair(args.src_text, args.tgt_text)
-            try:
-                segmenter = load_segmenter(args.bpe_codes, args.spm_model)
-            except (OSError, ValueError) as e:
-                raise ExtractionError(f"{'--bpe-codes' if args.bpe_codes else '--spm-model'}: cannot load: {e}") from None
+            src_lines, tgt_lines, segmenter = read_text_inputs(args.src_text, args.tgt_text, args.bpe_codes,
+                                                                 args.spm_model)
         model, task = load_model(args.path, args.data, args.cpu)
         for m in methods:
             avail = available_methods(model)

@@ -82,19 +82,24 @@ def plot_matrix(matrix, src_tokens: Sequence[str], tgt_tokens: Sequence[str], ti
                 vmin: Optional[float] = 0.0, vmax: Optional[float] = None) -> str:
     """Heat map of a (len(tgt_tokens), len(src_tokens)) matrix; ``links`` are (src j, tgt i) pairs."""
     m = _check(matrix, tgt_tokens, src_tokens, title)
-    plt, fig = _figure(len(tgt_tokens), len(src_tokens))
+    return _heatmap(m, src_tokens, tgt_tokens, "source", "target", title, path, links, cmap, vmin, vmax)
+
+
+def _heatmap(m, x_tokens, y_tokens, x_label, y_label, title, path, links=None, cmap="Greys", vmin=0.0, vmax=None):
+    """One labelled heat map, source tokens along the top; ``links`` (x, y) are outlined in red."""
+    plt, fig = _figure(len(y_tokens), len(x_tokens))
     try:
         ax = fig.add_subplot(1, 1, 1)
         im = ax.imshow(m, cmap=cmap, vmin=vmin, vmax=vmax if vmax is not None else max(float(m.max()), 1e-12),
                        aspect="equal", interpolation="nearest")
-        ax.set_xticks(range(len(src_tokens)))
-        ax.set_xticklabels(src_tokens, rotation=90)
-        ax.set_yticks(range(len(tgt_tokens)))
-        ax.set_yticklabels(tgt_tokens)
+        ax.set_xticks(range(len(x_tokens)))
+        ax.set_xticklabels(x_tokens, rotation=90)
+        ax.set_yticks(range(len(y_tokens)))
+        ax.set_yticklabels(y_tokens)
         ax.xaxis.tick_top()
         ax.xaxis.set_label_position("top")
-        ax.set_xlabel("source")
-        ax.set_ylabel("target")
+        ax.set_xlabel(x_label)
+        ax.set_ylabel(y_label)
         for j, i in links or ():
             ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=1.5))
         fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
@@ -111,25 +116,8 @@ def plot_transition(matrix, src_tokens: Sequence[str], position: int, path: str,
     m = _check(matrix, src_tokens, src_tokens, "transition")
     if title is None:
         title = f"p(j | j') at target position i={position}" + (f" ({tgt_token})" if tgt_token else "")
-    plt, fig = _figure(len(src_tokens), len(src_tokens))
-    try:
-        ax = fig.add_subplot(1, 1, 1)
-        im = ax.imshow(m, cmap=cmap, vmin=0.0, vmax=max(float(m.max()), 1e-12), aspect="equal",
-                       interpolation="nearest")
-        ax.set_xticks(range(len(src_tokens)))
-        ax.set_xticklabels(src_tokens, rotation=90)
-        ax.set_yticks(range(len(src_tokens)))
-        ax.set_yticklabels(src_tokens)
-        ax.xaxis.tick_top()
-        ax.xaxis.set_label_position("top")
-        ax.set_xlabel("current source position j")
-        ax.set_ylabel("previous source position j'")
-        fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
-        ax.set_title(title, pad=12)
-        _save(fig, path)
-    finally:
-        plt.close(fig)
-    return path
+    return _heatmap(m, src_tokens, src_tokens, "current source position j", "previous source position j'", title,
+                    path, cmap=cmap)
 
 
 def load_npz(path: str) -> dict:

@@ -8,10 +8,11 @@ from typing import List, Optional, Sequence, Tuple
 from hmm_nmt.aligner.matrices import ExtractionError
 from hmm_nmt.aligner.pairs import align_encoded, encode_pair, too_long
 from wordalign.links import LinkOptions
+from wordalign.segment import load_segmenter
 
 from .io import AlignmentFormatError, read_tokens
 
-__all__ = ["read_text_pair", "align_text"]
+__all__ = ["read_text_pair", "read_text_inputs", "align_text"]
 
 
 def read_text_pair(src_path: str, tgt_path: str) -> Tuple[List[List[str]], List[List[str]]]:
@@ -26,6 +27,17 @@ def read_text_pair(src_path: str, tgt_path: str) -> Tuple[List[List[str]], List[
         raise ExtractionError(f"--src-text {src_path} has {len(src)} lines but --tgt-text {tgt_path} has {len(tgt)}: "
                               "the two sides must be line-parallel")
     return src, tgt
+
+
+def read_text_inputs(src_path: str, tgt_path: str, bpe_codes: Optional[str], spm_model: Optional[str]):
+    """``(src_lines, tgt_lines, segmenter)`` for ``--src-text/--tgt-text`` with ``--bpe-codes`` or
+    ``--spm-model``; read before any model is loaded, so that bad text fails fast."""
+    src, tgt = read_text_pair(src_path, tgt_path)
+    try:
+        segmenter = load_segmenter(bpe_codes, spm_model)
+    except (OSError, ValueError) as e:
+        raise ExtractionError(f"{'--bpe-codes' if bpe_codes else '--spm-model'}: cannot load: {e}") from None
+    return src, tgt, segmenter
 
 
 def align_text(model, task, src_lines: Sequence[Sequence[str]], tgt_lines: Sequence[Sequence[str]], segmenter,

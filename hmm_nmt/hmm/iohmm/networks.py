@@ -103,7 +103,22 @@ class LookupStateNetworks(_Transitions):
         self.logits.copy_(_count_normalize(counts, self.log_table(), dim=1))
 
 
-class MultinomialOutputs(nn.Module):
+class _Categorical(nn.Module):
+    """What every softmax output network shares: subclasses give ``log_probs(u, shape)`` (B, T, n, n_classes)."""
+
+    def log_density(self, u, y):
+        """``log f_Y(y_t; eta_jt)`` (B, T, n) for class ids ``y`` (B, T); invalid ids are clamped (the
+        caller masks steps without a target)."""
+        lp = self.log_probs(u, y.shape)
+        idx = y.clamp(0, self.n_classes - 1)[:, :, None, None].expand(*lp.shape[:3], 1)
+        return lp.gather(-1, idx).squeeze(-1)
+
+    def mean(self, u, shape):
+        """``eta_jt`` as probabilities (B, T, n, n_classes)."""
+        return self.log_probs(u, shape).exp()
+
+
+class MultinomialOutputs(_Categorical):
     """``O_j`` with softmax outputs over ``n_classes`` (a Bernoulli is ``n_classes = 2``).
 
     ``input_dim=None``: a Moore machine, ``eta_j`` does not depend on the input; otherwise a linear
@@ -136,17 +151,6 @@ class MultinomialOutputs(nn.Module):
             a = torch.einsum("jcd,btd->btjc", self.w, u)
         return torch.log_softmax(a + self.b, -1)
 
-    def log_density(self, u, y):
-        """``log f_Y(y_t; eta_jt)`` (B, T, n) for class ids ``y`` (B, T); invalid ids are clamped (the
-        caller masks steps without a target)."""
-        lp = self.log_probs(u, y.shape)
-        idx = y.clamp(0, self.n_classes - 1)[:, :, None, None].expand(*lp.shape[:3], 1)
-        return lp.gather(-1, idx).squeeze(-1)
-
-    def mean(self, u, shape):
-        """``eta_jt`` as probabilities (B, T, n, n_classes)."""
-        return self.log_probs(u, shape).exp()
-
     @torch.no_grad()
     def em_update(self, u, y, post: Posteriors, target_mask):
         if self.input_dim is not None:
@@ -158,7 +162,7 @@ class MultinomialOutputs(nn.Module):
         self.logits.copy_(_count_normalize(counts, torch.log_softmax(self.logits, -1), dim=1))
 
 
-class LookupMultinomialOutputs(nn.Module):
+class LookupMultinomialOutputs(_Categorical):
     """Quantized inputs: ``eta_jk = P(y | x_t = j, u_t = sigma_k)`` is a table (K, n, n_classes)."""
 
     def __init__(self, n_states, n_classes, n_symbols, init_scale=0.5):
@@ -168,14 +172,6 @@ class LookupMultinomialOutputs(nn.Module):
 
     def log_probs(self, u, shape):
         return torch.log_softmax(self.logits, -1)[u.clamp(0, self.n_symbols - 1)]
-
-    def log_density(self, u, y):
-        lp = self.log_probs(u, y.shape)
-        idx = y.clamp(0, self.n_classes - 1)[:, :, None, None].expand(*lp.shape[:3], 1)
-        return lp.gather(-1, idx).squeeze(-1)
-
-    def mean(self, u, shape):
-        return self.log_probs(u, shape).exp()
 
     @torch.no_grad()
     def em_update(self, u, y, post: Posteriors, target_mask):
