@@ -30,6 +30,27 @@ def left_to_right_graph(n, max_jump=1):
     return (d >= 0) & (d <= max_jump)
 
 
+def _add_per_state_net(module, n_states, out_dim, input_dim, hidden_dim, init_scale):
+    """Give ``module`` one linear (``hidden_dim = 0``) or one-hidden-layer tanh network of ``u_t`` per state
+    ``j``: parameters ``w1``, ``b1`` (hidden layer) and ``w`` (n, out_dim, d), no output bias (each owner
+    keeps its own). Set on ``module`` itself so that checkpoints keep their parameter names."""
+    if hidden_dim:
+        module.w1 = nn.Parameter(torch.randn(n_states, hidden_dim, input_dim) * init_scale / input_dim ** 0.5)
+        module.b1 = nn.Parameter(torch.zeros(n_states, hidden_dim))
+        d = hidden_dim
+    else:
+        d = input_dim
+    module.w = nn.Parameter(torch.randn(n_states, out_dim, d) * init_scale / d ** 0.5)
+
+
+def _per_state_net(module, u):
+    """The networks of :func:`_add_per_state_net` at every step, all states at once: (B, T, n, out_dim)."""
+    if module.hidden_dim:
+        z = torch.tanh(torch.einsum("jhd,btd->btjh", module.w1, u) + module.b1)
+        return torch.einsum("jcd,btjd->btjc", module.w, z)
+    return torch.einsum("jcd,btd->btjc", module.w, u)
+
+
 class _Transitions(nn.Module):
     """Shared masking: activations ``a_ij,t`` -> ``log phi_ij,t`` by a softmax over ``S_j``."""
 
@@ -50,24 +71,12 @@ class StateNetworks(_Transitions):
 
     def __init__(self, n_states, input_dim, hidden_dim=0, graph=None, init_scale=0.5):
         super().__init__(n_states, graph)
-        n = n_states
         self.hidden_dim = hidden_dim
-        if hidden_dim:
-            self.w1 = nn.Parameter(torch.randn(n, hidden_dim, input_dim) * init_scale / input_dim ** 0.5)
-            self.b1 = nn.Parameter(torch.zeros(n, hidden_dim))
-            d = hidden_dim
-        else:
-            d = input_dim
-        self.w = nn.Parameter(torch.randn(n, n, d) * init_scale / d ** 0.5)  # [j, i, :]
-        self.b = nn.Parameter(torch.randn(n, n) * init_scale)  # [j, i]
+        _add_per_state_net(self, n_states, n_states, input_dim, hidden_dim, init_scale)  # w: [j, i, :]
+        self.b = nn.Parameter(torch.randn(n_states, n_states) * init_scale)  # [j, i]
 
     def forward(self, u):
-        if self.hidden_dim:
-            z = torch.tanh(torch.einsum("jhd,btd->btjh", self.w1, u) + self.b1)
-            a = torch.einsum("jid,btjd->btji", self.w, z)
-        else:
-            a = torch.einsum("jid,btd->btji", self.w, u)
-        return self.normalize((a + self.b).transpose(-1, -2))  # -> [b, t, i, j]
+        return self.normalize((_per_state_net(self, u) + self.b).transpose(-1, -2))  # -> [b, t, i, j]
 
 
 def _count_normalize(counts, old_log_probs, dim):
@@ -131,25 +140,14 @@ class MultinomialOutputs(_Categorical):
         if input_dim is None:
             self.logits = nn.Parameter(torch.randn(n_states, n_classes) * init_scale)
             return
-        if hidden_dim:
-            self.w1 = nn.Parameter(torch.randn(n_states, hidden_dim, input_dim) * init_scale / input_dim ** 0.5)
-            self.b1 = nn.Parameter(torch.zeros(n_states, hidden_dim))
-            d = hidden_dim
-        else:
-            d = input_dim
-        self.w = nn.Parameter(torch.randn(n_states, n_classes, d) * init_scale / d ** 0.5)
+        _add_per_state_net(self, n_states, n_classes, input_dim, hidden_dim, init_scale)
         self.b = nn.Parameter(torch.randn(n_states, n_classes) * init_scale)
 
     def log_probs(self, u, shape):
         """``log eta_jt`` (B, T, n, n_classes); ``shape = (B, T)``."""
         if self.input_dim is None:
             return torch.log_softmax(self.logits, -1).expand(*shape, *self.logits.shape)
-        if self.hidden_dim:
-            z = torch.tanh(torch.einsum("jhd,btd->btjh", self.w1, u) + self.b1)
-            a = torch.einsum("jcd,btjd->btjc", self.w, z)
-        else:
-            a = torch.einsum("jcd,btd->btjc", self.w, u)
-        return torch.log_softmax(a + self.b, -1)
+        return torch.log_softmax(_per_state_net(self, u) + self.b, -1)
 
     @torch.no_grad()
     def em_update(self, u, y, post: Posteriors, target_mask):
@@ -192,24 +190,14 @@ class GaussianOutputs(nn.Module):
         self.n_states, self.output_dim, self.input_dim, self.hidden_dim = n_states, output_dim, input_dim, hidden_dim
         self.b = nn.Parameter(torch.randn(n_states, output_dim) * init_scale)
         self.log_sigma = nn.Parameter(torch.zeros(n_states, output_dim))
-        if input_dim is None:
-            return
-        if hidden_dim:
-            self.w1 = nn.Parameter(torch.randn(n_states, hidden_dim, input_dim) * init_scale / input_dim ** 0.5)
-            self.b1 = nn.Parameter(torch.zeros(n_states, hidden_dim))
-            d = hidden_dim
-        else:
-            d = input_dim
-        self.w = nn.Parameter(torch.randn(n_states, output_dim, d) * init_scale / d ** 0.5)
+        if input_dim is not None:
+            _add_per_state_net(self, n_states, output_dim, input_dim, hidden_dim, init_scale)
 
     def mean(self, u, shape):
         """``eta_jt`` (B, T, n, output_dim)."""
         if self.input_dim is None:
             return self.b.expand(*shape, *self.b.shape)
-        if self.hidden_dim:
-            z = torch.tanh(torch.einsum("jhd,btd->btjh", self.w1, u) + self.b1)
-            return torch.einsum("jcd,btjd->btjc", self.w, z) + self.b
-        return torch.einsum("jcd,btd->btjc", self.w, u) + self.b
+        return _per_state_net(self, u) + self.b
 
     def log_density(self, u, y):
         mu = self.mean(u, y.shape[:2])
