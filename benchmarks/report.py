@@ -4,7 +4,7 @@ import os
 import platform
 
 from benchmarks.common import atomic_write, write_json
-from hmm_nmt_io import atomic_output
+from hmm_nmt_align.base.atomic import atomic_output
 
 
 def hardware(software, threads):
@@ -111,16 +111,16 @@ def describe_machine(hw):
 
 
 def training_machines(doc):
-    """The machines that trained the rows when one differs from the machine of this report (``--train-only``
-    on a GPU, then decoding elsewhere); empty when every row was trained here (or before machines were recorded)."""
+    """The hardware that trained the rows when it differs from this report's (``--train-only`` on a GPU, then
+    decoding on another machine); empty when every row was trained on the report's own hardware."""
     here = describe_machine(doc["hardware"])
     seen = []
     for rows in doc["results"].values():
         for r in rows:
             hw = r.get("train_hardware")
-            several = r.get("train_machines") or []
-            names = [m["machine"] for m in several] if len(several) > 1 else [describe_machine(hw)] if hw else []
-            seen += [n for n in names if n not in seen]
+            name = describe_machine(hw) if hw else None
+            if name and name not in seen:
+                seen.append(name)
     return [] if seen in ([], [here]) else seen
 
 
@@ -154,20 +154,6 @@ def decoded_apart(doc):
     return [f"- decoded on different machines ({parts}): decode sent/s and tok/s compare rows of one machine only"]
 
 
-def mixed_machines(doc):
-    """Lines naming the rows trained on more than one machine (a run continued elsewhere): their wall clock
-    and time to quality add up different machines' times."""
-    out = []
-    for direction, rows in doc["results"].items():
-        for r in rows:
-            several = r.get("train_machines") or []
-            if len(several) > 1:
-                parts = "; ".join(f"{m['updates']:,} updates on {m['machine']}" for m in several)
-                out.append(f"- {direction} {r['slot']}: trained on {len(several)} machines ({parts}); its wall "
-                           "clock and time to quality add up their times")
-    return out
-
-
 def merged_from(doc):
     """Lines naming the reports a merged document joined (``scripts/merge_translation_results.py``)."""
     sources = doc.get("sources") or []
@@ -199,7 +185,7 @@ def markdown_report(doc):
            "- BLEU/TER/chrF: sacrebleu on tokenised lowercased text (`-tok none -lc`), BPE removed; "
            "len ratio = hypothesis/reference length; valid nll in bits per target token (fairseq, base 2)",
            "- train tok/s: target tokens per second of optimisation steps; decode: fairseq-generate's timer, "
-           f"beam {doc['settings']['beam']}", *mixed_machines(doc), *decoded_apart(doc), *merged_from(doc), ""]
+           f"beam {doc['settings']['beam']}", *decoded_apart(doc), *merged_from(doc), ""]
     for direction, rows in doc["results"].items():
         if not rows:
             continue

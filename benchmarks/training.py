@@ -16,7 +16,7 @@ import time
 from tqdm import tqdm
 
 from benchmarks import report
-from benchmarks.common import REPO, USER_DIR, BenchmarkError, read_json, write_json
+from benchmarks.common import USER_DIR, BenchmarkError, read_json, write_json
 from benchmarks.fairseq_runner import run_fairseq
 from benchmarks.logs import LOADED_RE, RECORD_RE, num, parse_train_log
 from benchmarks.progress import say
@@ -86,11 +86,7 @@ def train(bench, direction, slot, pos):
     args = train_args(bench, direction, slot)
     extended = False
     if os.path.exists(cmd_path):
-        old, moved = relocate(read_json(cmd_path)["fairseq_args"], args, (bench.data, bench.out, REPO))
-        if moved:
-            say(f"[{pos}] {direction} {slot}: {jdir} was trained in another place ({', '.join(moved)}): "
-                "the same run, continued here")
-            write_json(cmd_path, {"fairseq_args": old})
+        old = read_json(cmd_path)["fairseq_args"]
         if old != args:
             if not raised_bound(old, args):
                 raise BenchmarkError(f"{jdir} was trained with another command line; delete it or use another --out"
@@ -139,25 +135,6 @@ def _split_bounds(args):
     return rest, bounds
 
 
-def relocate(old, new, roots):
-    """``old`` with each absolute path that names the same place as ``new``'s under a moved root (the data,
-    ``--out`` or the checkout: a run trained on a GPU machine and continued on a CPU one) replaced by ``new``'s;
-    and the old paths so replaced."""
-    if len(old) != len(new):
-        return old, []
-    out, moved = list(old), []
-    for i, (o, n) in enumerate(zip(old, new)):
-        if o == n or not (os.path.isabs(o) and os.path.isabs(n)):
-            continue
-        for r in roots:
-            rel = os.path.relpath(n, r)
-            if rel != "." and not rel.startswith("..") and o.endswith(os.sep + rel):
-                out[i] = n
-                moved.append(o)
-                break
-    return out, moved
-
-
 def raised_bound(old, new):
     """Whether the fairseq-train command lines ``old`` and ``new`` differ only by a raised bound: a larger
     ``--max-update`` / ``--stop-time-hours``, or one dropped (no limit)."""
@@ -188,16 +165,16 @@ def rescaled_schedule(old, new):
 
 
 def check_resumable(jdir, prior):
-    """Refuse a job whose earlier runs saved checkpoints that are gone (a copy made without them, a leg on another
-    machine whose checkpoints never came back): fairseq-train would silently start again at update 0, and the
+    """Refuse a job whose earlier runs saved checkpoints that are gone (deleted, or a copy made without them):
+    fairseq-train would silently start again at update 0, and the
     report would add the lost runs' time and updates to the new one's.  A run interrupted before its first save
     left nothing to resume and starts again as it would have anyway."""
     last = os.path.join(jdir, "checkpoints", "checkpoint_last.pt")
     if prior.get("saved_updates") and not os.path.exists(last):
         raise BenchmarkError(
             f"{jdir}: its earlier runs saved checkpoints up to update {prior['saved_updates']}, but {last} is "
-            "missing, so training cannot resume; put the checkpoint back (docs/multi30k/cpu-conv/carry.sh "
-            f"restore), or delete {jdir} to train this model from scratch")
+            "missing, so training cannot resume; put the checkpoint back, or delete {jdir} to train this model "
+            "from scratch")
 
 
 def continue_past_bound(jdir, what):
@@ -237,9 +214,6 @@ def _train_process(bench, direction, slot, pos, args, log_path, prior):
     jdir = bench.job_dir(direction, slot)
     runs = stats_files(jdir, "train")
     stats_path = os.path.join(jdir, f"train_stats.{len(runs)}.json")
-    # each run's machine: a run continued elsewhere (a leg on a lent GPU) is trained on several
-    write_json(os.path.join(jdir, f"train_machine.{len(runs)}.json"),
-               report.hardware(getattr(bench, "software", {}), a.threads))
     # time already spent in earlier (interrupted) runs, for the progress bar of a budgeted run
     spent = 0.0
     for p in runs:
@@ -308,20 +282,6 @@ def _train_process(bench, direction, slot, pos, args, log_path, prior):
         bar.close()
 
 
-def machines_of(jdir):
-    """The machines that trained the job ``jdir`` (``train_machine.N.json`` beside each ``train_stats.N.json``),
-    each with its updates and optimisation-step seconds, in the order they first trained it."""
-    machines = {}
-    for p in stats_files(jdir, "train"):
-        mp = os.path.join(jdir, os.path.basename(p).replace("train_stats.", "train_machine."))
-        desc = report.describe_machine(read_json(mp)) if os.path.exists(mp) else "a machine not recorded"
-        m = machines.setdefault(desc, {"machine": desc, "updates": 0, "train_step_seconds": 0.0})
-        s = read_json(p)
-        m["updates"] += s["updates"]
-        m["train_step_seconds"] += s["train_step_seconds"]
-    return list(machines.values())
-
-
 def summarize_training(jdir):
     """The stage's results from the job directory ``jdir``: its train.log, checkpoints and training stats."""
     log = parse_train_log(os.path.join(jdir, "train.log"))
@@ -361,7 +321,6 @@ def summarize_training(jdir):
         "fairseq_runs": log["runs"],
         "resumed_at_updates": log["resumed_from"],
         "train_wall_seconds": wall,
-        "train_machines": machines_of(jdir),
         "train_step_seconds": step_s,
         "train_tokens_measured": int(tokens),
         "updates_measured": updates_measured,
@@ -371,7 +330,7 @@ def summarize_training(jdir):
         "train_cpu_seconds": clock["cpu_seconds"],
         "train_valid_seconds": clock["valid_seconds"],
         "stop_reason": stop_reason(log, runs),
-        # updates where a validation plateau started the next --lexicon-topk-schedule step (fairseq_instrumented)
+        # updates where a validation plateau started the next --lexicon-topk-schedule step
         "topk_switches": sorted({u for s in runs for u in s.get("topk_switches") or []}),
         "valid_curve": curve,
         "best_valid_loss": best["loss"],

@@ -2,8 +2,8 @@
 """Join ``results.json`` reports of ``scripts/benchmark_translation.py`` into one, without retraining or decoding.
 
     python scripts/merge_translation_results.py --out runs/joint \\
-        docs/multi30k/cpu-conv/seed-1.results.json runs/m30k-cpuconv/seed-1/results.json \\
-        docs/multi30k/cpu-conv/seed-2.results.json runs/m30k-cpuconv/seed-2/results.json
+        runs/a/results.json runs/b/results.json \\
+        runs/c/results.json
 
 Models trained as separate jobs (one per GPU or core, or one added later to a finished comparison) share a
 table only through this: it checks that the reports used the same data and protocol (sizes, optimiser, seed,
