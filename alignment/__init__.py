@@ -1,13 +1,18 @@
 """Word-alignment toolkit: formats, AER, symmetrization (atools semantics), subword-to-word mapping,
 link decisions, word-by-word segmentation, heat maps and statistical baselines.  Nothing here imports
-fairseq except ``alignment.extract`` (the ``hmm-nmt-align`` CLI) with ``alignment.loading``,
-``alignment.subset`` and ``alignment.raw_text``, and ``alignment.hub``.
+fairseq except ``hmm_nmt_align.extract`` (the ``hmm-nmt-align`` CLI) with ``hmm_nmt_align.loading``,
+``hmm_nmt_align.subset`` and ``hmm_nmt_align.raw_text``, and ``hmm_nmt.aligner.hub``.
 
 This package is the tools layer, above the models: checkpoint-based alignment goes through the model layer's
 :mod:`hmm_nmt.aligner` (never a model class), and the pure helpers (links, segment, subword, symmetrize, the
-Pharaoh line) live in :mod:`wordalign`, below both, re-exported here under their old module names.
+Pharaoh line) and the atomic writer live in :mod:`hmm_nmt_align.base`, below both.
+
+The repository folder is ``alignment/``; it is installed under the import name ``hmm_nmt_align`` (a package
+named ``alignment`` already exists on the package index, and pip would overwrite one with the other).
 """
 from .aer import AERCounts, corpus_scores, sentence_counts, sentence_scores
+from .base.subword import subword_to_word_links
+from .base.symmetrize import METHODS, symmetrize
 from .io import (
     Alignment,
     AlignmentFormatError,
@@ -18,8 +23,6 @@ from .io import (
     write_naacl,
     write_pharaoh,
 )
-from .subword import subword_to_word_links
-from .symmetrize import METHODS, symmetrize
 
 __all__ = [
     "AERCounts", "Alignment", "AlignmentFormatError", "METHODS", "corpus_scores", "read_alignments",

@@ -1,6 +1,6 @@
 """Statistical word-alignment baselines scored with this package's symmetrization and AER.
 
-    python -m alignment.baselines SRC TGT GOLD [--method grow-diag] [--train-src X --train-tgt Y]
+    python -m hmm_nmt_align.baselines SRC TGT GOLD [--method grow-diag] [--train-src X --train-tgt Y]
                                   [--aligners eflomal,fast_align] [--out-dir DIR]
 
 (``scripts/statistical_baselines.sh`` is a thin wrapper.)  SRC/TGT are the tokenised sentences to
@@ -14,7 +14,7 @@ Aligners (the ``[baselines]`` extra: ``pip install 'hmm_nmt[baselines]'``):
 ``eflomal``
     ``eflomal.Aligner(model=3)`` (IBM1 + HMM + fertility, Gibbs sampling; not seeded, so numbers move
     slightly between runs) writes forward and reverse links; they are scored on their own and merged
-    with :func:`alignment.symmetrize.symmetrize` (``--method``).
+    with :func:`hmm_nmt_align.base.symmetrize.symmetrize` (``--method``).
 ``fast_align``
     the ``systran-align`` binding of fast_align, trained like ``fast_align -d -o -v``.  The binding
     only returns alignments already symmetrized by its own (undocumented) heuristic, not the two
@@ -31,9 +31,9 @@ import time
 from typing import List, Optional, Sequence
 
 from .aer import corpus_scores
+from .base.symmetrize import METHODS, symmetrize
 from .cli import format_summary
 from .io import FORMATS, Alignment, AlignmentFormatError, read_alignments, read_pharaoh, read_tokens, write_pharaoh
-from .symmetrize import METHODS, symmetrize
 
 __all__ = ["run_eflomal", "run_fast_align", "main"]
 
@@ -70,7 +70,7 @@ def run_fast_align(src: Sequence[str], tgt: Sequence[str], workdir: str) -> List
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="statistical_baselines", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="hmm-nmt-baselines", description=__doc__.split("\n\n")[0])
     p.add_argument("src", metavar="SRC")
     p.add_argument("tgt", metavar="TGT")
     p.add_argument("gold", metavar="GOLD", help="gold alignment of SRC/TGT, or - for none")

@@ -10,6 +10,7 @@ import sys
 from typing import List, Optional
 
 from .aer import corpus_scores, sentence_scores
+from .base.symmetrize import METHODS, symmetrize
 from .io import (
     FORMATS,
     AlignmentFormatError,
@@ -21,7 +22,6 @@ from .io import (
     read_tokens,
     validate_lengths,
 )
-from .symmetrize import METHODS, symmetrize
 
 __all__ = ["aer_main", "symmetrize_main", "format_summary"]
 

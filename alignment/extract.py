@@ -20,27 +20,27 @@ to the real tokens of each sentence (by the padding mask, so any padding side wo
 target row is taken over the real source tokens (EOS excluded, as fairseq's ``--print-alignment`` does; with
 ``--null-eos`` a token whose argmax is EOS stays unaligned instead), and the target EOS row is dropped.
 With ``--bpe subword_nmt`` (``@@``) or ``--bpe sentencepiece`` (``▁``) the piece links are mapped to
-words by :mod:`alignment.subword` (two words are linked when any of their pieces are).
+words by :mod:`hmm_nmt_align.base.subword` (two words are linked when any of their pieces are).
 
 Output: word-level Pharaoh (``i-j``, 0-based source word i, target word j), one line per sentence, in
 the original corpus order (fairseq sample ids). Sentences with an empty side give an empty line.
 
 Raw text (``--src-text/--tgt-text`` with ``--bpe-codes``, ``--spm-model`` or ``--bpe none``): each word is
-segmented on its own (:mod:`alignment.segment`), so the piece-to-word map is known before the pieces meet
+segmented on its own (:mod:`hmm_nmt_align.base.segment`), so the piece-to-word map is known before the pieces meet
 the dictionary; they are binarized in memory with the checkpoint's dictionaries. Binarized input without
 the text takes word boundaries from the dictionary's strings, where an ``<unk>`` piece has lost its marker:
-it is taken to continue a word (:mod:`alignment.subword`), which never produces a link outside the sentence.
+it is taken to continue a word (:mod:`hmm_nmt_align.base.subword`), which never produces a link outside the sentence.
 
-Links: ``--links`` chooses the decision on each matrix (:mod:`alignment.links`: argmax, mutual, union,
+Links: ``--links`` chooses the decision on each matrix (:mod:`hmm_nmt_align.base.links`: argmax, mutual, union,
 threshold:T); ``--rev-path`` adds the target-to-source model, merged before the decision (``prod``,
-``mean``) or after it (the atools heuristics of :mod:`alignment.symmetrize`). ``--pool words`` pools each
-matrix from pieces to words (:func:`wordalign.links.pool_words`) before all of that, instead of deciding on
+``mean``) or after it (the atools heuristics of :mod:`hmm_nmt_align.base.symmetrize`). ``--pool words`` pools each
+matrix from pieces to words (:func:`hmm_nmt_align.base.links.pool_words`) before all of that, instead of deciding on
 the pieces and linking two words when any of their pieces are (``--pool pieces``, the default).
 
 This module is the command line; the work is done by, and its names re-exported from, the model layer's
 :mod:`hmm_nmt.aligner` (matrices dispatched to the model's ``alignment_matrices`` or the attention path,
-in-memory pairs) and :mod:`wordalign.links` (link decisions), and by :mod:`alignment.loading` (checkpoint,
-subset), :mod:`alignment.subset` (binarized input) and :mod:`alignment.raw_text` (text input).
+in-memory pairs) and :mod:`hmm_nmt_align.base.links` (link decisions), and by :mod:`hmm_nmt_align.loading` (checkpoint,
+subset), :mod:`hmm_nmt_align.subset` (binarized input) and :mod:`hmm_nmt_align.raw_text` (text input).
 """
 import argparse
 import logging
@@ -62,8 +62,8 @@ from hmm_nmt.aligner.matrices import (  # noqa: F401
     unavailable,
 )
 from hmm_nmt.aligner.pairs import EncodedPair, align_encoded, encode_pair, pair_dataset, too_long  # noqa: F401
-from wordalign.links import POOLS, SOFT, LinkOptions, argmax_links, parse_decision, sentence_word_links  # noqa: F401
-from wordalign.symmetrize import METHODS as HARD_SYMMETRIZATIONS
+from hmm_nmt_align.base.links import POOLS, SOFT, LinkOptions, argmax_links, parse_decision, sentence_word_links  # noqa: F401
+from hmm_nmt_align.base.symmetrize import METHODS as HARD_SYMMETRIZATIONS
 
 from .io import atomic_write, format_pharaoh
 from .loading import load_model, load_subset  # noqa: F401

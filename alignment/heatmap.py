@@ -34,7 +34,7 @@ from typing import Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from hmm_nmt_io import atomic_output
+from hmm_nmt_align.base.atomic import atomic_output
 
 MATRIX_KEYS = ("alignment", "posterior", "attention")
 TITLES = {"alignment": "alignment probability p(j | e_<i, f)", "posterior": "posterior p(b_i = j | E, F)",

@@ -28,10 +28,10 @@ failure never leaves a half-written output file behind.
 import re
 from typing import List, Optional, Sequence
 
-from hmm_nmt_io import atomic_write  # noqa: F401  (re-exported: the project's one atomic writer)
+from hmm_nmt_align.base.atomic import atomic_write  # noqa: F401  (re-exported: the project's one atomic writer)
 
-# the alignment object and the Pharaoh line live in wordalign.pharaoh (below the model layer's hub)
-from wordalign.pharaoh import Alignment, AlignmentFormatError, Link, format_pharaoh, parse_pharaoh_line  # noqa: F401
+# the alignment object and the Pharaoh line live in hmm_nmt_align.base.pharaoh (below the model layer's hub)
+from hmm_nmt_align.base.pharaoh import Alignment, AlignmentFormatError, Link, format_pharaoh, parse_pharaoh_line  # noqa: F401
 
 __all__ = [
     "Alignment",

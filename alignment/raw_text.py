@@ -7,8 +7,8 @@ from typing import List, Optional, Sequence, Tuple
 
 from hmm_nmt.aligner.matrices import ExtractionError
 from hmm_nmt.aligner.pairs import align_encoded, encode_pair, too_long
-from wordalign.links import LinkOptions
-from wordalign.segment import load_segmenter
+from hmm_nmt_align.base.links import LinkOptions
+from hmm_nmt_align.base.segment import load_segmenter
 
 from .io import AlignmentFormatError, read_tokens
 

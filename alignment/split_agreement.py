@@ -1,6 +1,6 @@
 """Split a joint alignment-by-agreement checkpoint into its two directions.
 
-    python -m alignment.split_agreement CKPT --out-dir DIR [--source-lang S --target-lang T]
+    python -m hmm_nmt_align.split_agreement CKPT --out-dir DIR [--source-lang S --target-lang T]
 
 ``CKPT`` is a ``transformer_dhmm_agreement`` / ``transformer_dhmm_first_order_agreement`` checkpoint
 (:mod:`hmm_nmt.models.dhmm_agreement`, trained with ``--criterion dhmm_agreement``). Writes ``DIR/fwd.pt`` (the
@@ -8,7 +8,7 @@ task's source -> target) and ``DIR/rev.pt`` (target -> source): standard ``trans
 ``transformer_dhmm_first_order`` checkpoints (model arch set to the plain one, ``fwd.``/``rev.`` prefixes
 stripped, the task's languages swapped for ``rev``, no optimizer state, the criterion recorded as
 ``dhmm_label_smoothed_cross_entropy``), each written atomically. They load wherever a trained
-``transformer_dhmm`` does: ``python -m alignment.extract --path DIR/fwd.pt --rev-path DIR/rev.pt``,
+``transformer_dhmm`` does: ``python -m hmm_nmt_align.extract --path DIR/fwd.pt --rev-path DIR/rev.pt``,
 fairseq-generate, the hub.
 
 The languages: a checkpoint trained without ``--source-lang/--target-lang`` has them inferred from its data-bin
@@ -23,7 +23,7 @@ import torch
 
 import hmm_nmt  # noqa: F401  (registers the plugin; makes checkpoints loadable under torch >= 2.6)
 from hmm_nmt.models.dhmm_agreement import PLAIN_ARCH
-from hmm_nmt_io import atomic_output
+from hmm_nmt_align.base.atomic import atomic_output
 
 __all__ = ["split_state", "split_checkpoint", "main"]
 
@@ -131,7 +131,7 @@ def split_checkpoint(path, out_dir, source_lang=None, target_lang=None):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m alignment.split_agreement", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m hmm_nmt_align.split_agreement", description=__doc__.split("\n\n")[0])
     ap.add_argument("checkpoint", help="a transformer_dhmm(_first_order)_agreement checkpoint")
     ap.add_argument("--out-dir", required=True, help="folder for fwd.pt and rev.pt")
     ap.add_argument("--source-lang", help="the joint model's source language (default: from the checkpoint)")

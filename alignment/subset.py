@@ -2,20 +2,20 @@
 
 Matrices come from :mod:`hmm_nmt.aligner.matrices` (the model layer), cut to each sentence's real tokens;
 word boundaries come from the dictionary's strings (``--bpe``) or from the segmented text the subset was
-binarized from (``--pieces``). See :mod:`alignment.extract` for the conventions.
+binarized from (``--pieces``). See :mod:`hmm_nmt_align.extract` for the conventions.
 """
 from typing import Iterator, List, Optional, Sequence, Tuple
 
 from hmm_nmt.aligner.matrices import ExtractionError, SentenceMatrices, dataset_matrices, links_by_method
-from wordalign.links import LinkOptions
-from wordalign.subword import subword_to_word_links, word_index
+from hmm_nmt_align.base.links import LinkOptions
+from hmm_nmt_align.base.subword import subword_to_word_links, word_index
 
 from .io import AlignmentFormatError, read_tokens
 from .loading import load_subset
 
 __all__ = ["BPE_STYLES", "extract_matrices", "word_links", "align_subset"]
 
-# fairseq's --bpe names -> alignment.subword styles
+# fairseq's --bpe names -> hmm_nmt_align.base.subword styles
 BPE_STYLES = {"none": None, "subword_nmt": "bpe", "sentencepiece": "spm"}
 
 
@@ -73,7 +73,7 @@ def word_links(links: Sequence[Tuple[int, int]], src_pieces: Sequence[str], tgt_
                bpe: str = "none", unk: Optional[str] = None) -> List[Tuple[int, int]]:
     """Map piece links to word links (``bpe`` is a key of :data:`BPE_STYLES`); pieces exclude EOS.
 
-    Pieces equal to ``unk`` continue a word (:mod:`alignment.subword`), so no link leaves the sentence.
+    Pieces equal to ``unk`` continue a word (:mod:`hmm_nmt_align.base.subword`), so no link leaves the sentence.
     """
     style = BPE_STYLES[bpe]
     if style is None:

@@ -6,7 +6,7 @@
         --src-text trial.en --tgt-text trial.fr --bpe-codes CODES --gold trial.gold --gold-one-based \
         [--choose CHOSEN.json]        # on the dev pairs; then on the test pairs: [--rows CHOSEN.json]
 
-The matrices of each model are computed once (``alignment.extract.extract_matrices``, or for raw text the
+The matrices of each model are computed once (``hmm_nmt_align.extract.extract_matrices``, or for raw text the
 in-memory encoding of ``hmm-nmt-align --src-text/--tgt-text``) and every variant is read off them with the
 same function ``hmm-nmt-align`` uses (``sentence_word_links``), so a row's links are exactly what
 ``hmm-nmt-align --method M --links D [--rev-path REV --symmetrize S]`` writes.
@@ -27,7 +27,7 @@ import json
 import sys
 import time
 
-from wordalign.links import parse_decision
+from hmm_nmt_align.base.links import parse_decision
 
 FAMILIES = (("one direction", lambda r: r["symmetrize"] == "-"),
             ("atools", lambda r: r["symmetrize"] not in ("-", "prod", "mean")),
@@ -124,9 +124,9 @@ def main(argv=None):
 
     import torch
 
-    from alignment import extract as ex
-    from alignment.aer import corpus_scores
-    from alignment.io import read_pharaoh
+    from hmm_nmt_align import extract as ex
+    from hmm_nmt_align.aer import corpus_scores
+    from hmm_nmt_align.io import read_pharaoh
 
     torch.set_num_threads(args.threads)
     ex.setup_logging()
@@ -143,7 +143,7 @@ def main(argv=None):
     if text:
         from hmm_nmt.aligner.matrices import dataset_matrices, parse_layers
         from hmm_nmt.aligner.pairs import encode_pair, pair_dataset, too_long
-        from wordalign.segment import load_segmenter
+        from hmm_nmt_align.base.segment import load_segmenter
 
         src_lines, tgt_lines = ex.read_text_pair(args.src_text, args.tgt_text)
         seg = load_segmenter(args.bpe_codes, args.spm_model)

@@ -3,7 +3,7 @@ import glob
 import os
 
 from benchmarks.common import BenchmarkError
-from hmm_nmt_io import atomic_output
+from hmm_nmt_align.base.atomic import atomic_output
 
 
 def average_checkpoints(paths, out_path):

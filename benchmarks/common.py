@@ -2,7 +2,7 @@
 import json
 import os
 
-from hmm_nmt_io import atomic_write  # noqa: F401  (the project's one atomic writer; stages import it from here)
+from hmm_nmt_align.base.atomic import atomic_write  # noqa: F401  (the project's one atomic writer; stages import it from here)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 USER_DIR = os.path.join(REPO, "hmm_nmt")  # fairseq's --user-dir: the plugin of this checkout

@@ -55,16 +55,16 @@ CHECK=()
 
 # the reverse model's links come out as (its source = our target, its target = our source): --reverse
 # writes them as source-target pairs, which is what the symmetrization expects for REV
-"$PYTHON" -m alignment.extract --path "$FWD" --data "$DATA" --subset "$SUBSET" --method "$METHOD" \
+"$PYTHON" -m hmm_nmt_align.extract --path "$FWD" --data "$DATA" --subset "$SUBSET" --method "$METHOD" \
   ${EXTRA[@]+"${EXTRA[@]}"} -o "$OUT_DIR/fwd.align"
-"$PYTHON" -m alignment.extract --path "$REV" --data "$REV_DATA" --subset "$SUBSET" --method "$METHOD" --reverse \
+"$PYTHON" -m hmm_nmt_align.extract --path "$REV" --data "$REV_DATA" --subset "$SUBSET" --method "$METHOD" --reverse \
   ${EXTRA[@]+"${EXTRA[@]}"} -o "$OUT_DIR/rev.align"
-"$PYTHON" -m alignment symmetrize "$OUT_DIR/fwd.align" "$OUT_DIR/rev.align" --method "$HEURISTIC" \
+"$PYTHON" -m hmm_nmt_align symmetrize "$OUT_DIR/fwd.align" "$OUT_DIR/rev.align" --method "$HEURISTIC" \
   ${CHECK[@]+"${CHECK[@]}"} -o "$OUT_DIR/$HEURISTIC.align"
 
 for name in fwd rev "$HEURISTIC"; do
   if [ -n "$GOLD" ]; then
-    line="$("$PYTHON" -m alignment aer "$GOLD" "$OUT_DIR/$name.align" ${CHECK[@]+"${CHECK[@]}"})"
+    line="$("$PYTHON" -m hmm_nmt_align aer "$GOLD" "$OUT_DIR/$name.align" ${CHECK[@]+"${CHECK[@]}"})"
   else
     line="links=$(wc -w < "$OUT_DIR/$name.align" | tr -d ' ') sentences=$(wc -l < "$OUT_DIR/$name.align" | tr -d ' ')"
   fi

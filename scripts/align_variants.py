@@ -4,7 +4,7 @@
     python scripts/align_variants.py --fwd FWD.pt --rev REV.pt --data DATA-BIN --subset valid \
         --gold valid.align [--methods posterior,alignment] [--thresholds 0.1,0.2,...] [--json OUT]
 
-The matrices of each model are computed once (``alignment.extract.extract_matrices``) and every variant is
+The matrices of each model are computed once (``hmm_nmt_align.extract.extract_matrices``) and every variant is
 read off them with the same function ``hmm-nmt-align`` uses (``sentence_word_links``), so a row's links
 are exactly what ``hmm-nmt-align --method M --links D [--rev-path REV --symmetrize S]`` writes.
 Variants: one direction (fwd, and rev written source-target) with argmax / mutual / union / threshold:T;

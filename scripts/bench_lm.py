@@ -37,7 +37,7 @@ if ROOT not in sys.path:  # run from a checkout: this checkout's package
 from benchmarks.common import BenchmarkError  # noqa: E402
 from benchmarks.fairseq_runner import interrupt_on_sigterm  # noqa: E402
 from benchmarks.lm import DEFAULT, MODELS, collect, kn5, plot_dev_curves, run_fairseq  # noqa: E402
-from hmm_nmt_io import atomic_write  # noqa: E402
+from hmm_nmt_align.base.atomic import atomic_write  # noqa: E402
 
 
 def main(argv=None):

@@ -40,7 +40,7 @@ from tqdm import tqdm
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
-from hmm_nmt_io import atomic_write  # noqa: E402
+from hmm_nmt_align.base.atomic import atomic_write  # noqa: E402
 
 MODELS = [("rnn", "RNN"), ("birnn", "BiRNN"), ("hnmc", "HNMC"), ("hnmc2", "HNMC2"), ("hnmc_cn", "HNMC-CN"),
           ("bilstm", "BiLSTM"), ("bigru", "BiGRU"), ("lstm", "LSTM"), ("gru", "GRU"), ("bilstm_crf", "BiLSTM-CRF")]

@@ -50,7 +50,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's packages
-from hmm_nmt_io import atomic_write  # noqa: E402
+from hmm_nmt_align.base.atomic import atomic_write  # noqa: E402
 
 TOOLS = ("train", "generate")
 WRITE_EVERY_S = 5.0

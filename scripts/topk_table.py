@@ -16,7 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run from a checkout: this checkout's package
     sys.path.insert(0, ROOT)
 from benchmarks.topk import load_result, sweep_table  # noqa: E402
-from hmm_nmt_io import atomic_write  # noqa: E402
+from hmm_nmt_align.base.atomic import atomic_write  # noqa: E402
 
 
 def main(argv=None):

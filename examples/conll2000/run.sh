@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CoNLL-2000 chunking (or WSJ POS, --task pos): train one tagger with fairseq-train on the training file
-# (dev carved from it: 10 %, seed 1), tag the dev split and the test file with scripts/tag.py.
+# (dev carved from it: 10 %, seed 1), tag the dev split and the test file with hmm-nmt-tag.
 #
 #   examples/conll2000/run.sh                          # tiny generated data (seconds; what the tests run)
 #   examples/conll2000/run.sh --local ../shared/data/conll2000

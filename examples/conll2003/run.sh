@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CoNLL-2003 English NER: train a tagger (one per seed) with fairseq-train, tag dev and test with scripts/tag.py.
+# CoNLL-2003 English NER: train a tagger (one per seed) with fairseq-train, tag dev and test with hmm-nmt-tag.
 #
 #   examples/conll2003/run.sh                          # tiny generated data (seconds; what the tests run)
 #   examples/conll2003/run.sh --local ../shared/data/conll2003
@@ -12,7 +12,7 @@
 #   --decoding D     argmax or viterbi (default viterbi) for validation and tagging
 #   --epochs N       maximum epochs (default 3 tiny, 30 --local; fairseq --patience 5 on dev entity F1)
 #   --seeds "S ..."  train one tagger per seed (default "1"); with several, also tag with their ensemble
-#                    (scripts/tag.py --path a:b:c) into DIR/{dev,test}.ensemble.tagged
+#                    (hmm-nmt-tag --path a:b:c) into DIR/{dev,test}.ensemble.tagged
 #   --units U        sentence or document (default: sentence tiny, document --local: the sentences of a
 #                    -DOCSTART- document tagged as one sequence, 2 units per batch; chosen on dev)
 #   --threads N      torch/OMP threads (default 1)

@@ -39,7 +39,7 @@ fi
 export OMP_NUM_THREADS="$THREADS"
 mkdir -p "$OUT"
 if [[ -n "$JOINT" ]]; then
-  "$PYTHON" -m alignment.split_agreement "$JOINT" --out-dir "$OUT/split" --source-lang en --target-lang fr > /dev/null
+  "$PYTHON" -m hmm_nmt_align.split_agreement "$JOINT" --out-dir "$OUT/split" --source-lang en --target-lang fr > /dev/null
   FWD="$OUT/split/fwd.pt" REV="$OUT/split/rev.pt"
 fi
 D="$WORK/data"

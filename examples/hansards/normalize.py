@@ -32,7 +32,7 @@ import unicodedata
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from hmm_nmt_io import atomic_output  # noqa: E402  (standard library only)
+from hmm_nmt_align.base.atomic import atomic_output  # noqa: E402  (standard library only)
 
 __all__ = ["strip_accents", "normalize_gold_tokens", "normalize_train_line", "read_wpt_sentences",
            "read_src_tgt", "convert_trial_links", "write_gold"]

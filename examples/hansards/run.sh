@@ -13,7 +13,7 @@
 # dictionary, both directions) -> fairseq-train en->fr and fr->en of each model in --models (dhmm0: zero
 # order transformer_dhmm, dhmm1: first order, transformer: attention baseline; agree1: first order, both
 # directions trained once jointly with --criterion dhmm_agreement --agreement-weight W, alignment by agreement,
-# then split into en->fr and fr->en checkpoints by python -m alignment.split_agreement; with --init-from DIR it
+# then split into en->fr and fr->en checkpoints by python -m hmm_nmt_align.split_agreement; with --init-from DIR it
 # starts from DIR/dhmm1.en-fr/checkpoint_last.pt and DIR/dhmm1.fr-en/checkpoint_last.pt, e.g. this run's own
 # WORK/checkpoints, the dhmm1 models then being trained first) -> scripts/align_variants.py on
 # the trial pairs (every link variant; the best of each family chosen there) and the chosen + fixed variants
@@ -165,7 +165,7 @@ if [[ ",$MODELS," == *,agree1,* ]]; then  # after dhmm1, which --init-from may n
   done
   train agree1 en fr  # both directions at once: en->fr is the task's direction, fr->en the reverse sub-model
   if [[ ! -f "$CK/agree1.split/rev.pt" ]]; then
-    "$PYTHON" -m alignment.split_agreement "$CK/agree1.en-fr/checkpoint_last.pt" --out-dir "$CK/agree1.split" \
+    "$PYTHON" -m hmm_nmt_align.split_agreement "$CK/agree1.en-fr/checkpoint_last.pt" --out-dir "$CK/agree1.split" \
       --source-lang en --target-lang fr > /dev/null || die "splitting $CK/agree1.en-fr/checkpoint_last.pt failed"
   fi
 fi
@@ -190,7 +190,7 @@ if [[ -n "$ADAPT" ]]; then
       todo=""; for n in "${ADAPT_LIST[@]}"; do [[ -f "$CK/$m.adapt/$1-$2.$n.pt" ]] || todo=1; done
       if [[ -n "$todo" ]]; then
         log "$m $1->$2: adapting on the trial + test text ($ADAPT updates)"
-        "$PYTHON" -m alignment.adapt "${CPU[@]}" --path "$3" --data "$DBIN" --src-text "$AL/adapt.$1" \
+        "$PYTHON" -m hmm_nmt_align.adapt "${CPU[@]}" --path "$3" --data "$DBIN" --src-text "$AL/adapt.$1" \
           --tgt-text "$AL/adapt.$2" --bpe-codes "$BPE/codes" --updates "$ADAPT" --max-tokens "$MAX_TOKENS" \
           --seed "$SEED" --no-progress -o "$CK/$m.adapt/$1-$2.{updates}.pt" 2> "$CK/$m.adapt/$1-$2.log" || {
             tail -5 "$CK/$m.adapt/$1-$2.log" >&2; die "hmm-nmt-adapt $m $1->$2 failed"; }
@@ -222,12 +222,12 @@ for m in "${ALIGN_LIST[@]}"; do
   if [[ ! -f "$AL/$m.gdfa.time" ]]; then
     log "$m: hmm-nmt-align, both directions, grow-diag-final-and, on the test pairs (timed)"
     t0=$(date +%s.%N)
-    "$PYTHON" -m alignment.extract "${CPU[@]}" --path "$fwd" --rev-path "$rev" --data "$DBIN" --method "$method" \
+    "$PYTHON" -m hmm_nmt_align.extract "${CPU[@]}" --path "$fwd" --rev-path "$rev" --data "$DBIN" --method "$method" \
       --symmetrize grow-diag-final-and --src-text "$DATA/test.en" --tgt-text "$DATA/test.fr" --bpe-codes "$BPE/codes" \
       --no-progress -o "$AL/$m.$method.gdfa.align" 2> "$AL/$m.gdfa.log"
     awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f\n", b - a }' > "$AL/$m.gdfa.time"
   fi
-  "$PYTHON" -m alignment aer "$DATA/test.gold" "$AL/$m.$method.gdfa.align" --gold-one-based \
+  "$PYTHON" -m hmm_nmt_align aer "$DATA/test.gold" "$AL/$m.$method.gdfa.align" --gold-one-based \
     --src "$DATA/test.en" --tgt "$DATA/test.fr" > "$AL/$m.gdfa.aer"
 done
 
@@ -236,7 +236,7 @@ if [[ "$BASELINES" != none && ! -f "$AL/baselines.txt" ]]; then
   if "$PYTHON" -c "import ${BASELINES//fast_align/systran_align}" 2>/dev/null; then
     log "eflomal and fast_align on the training text + the test pairs"
     t0=$SECONDS
-    "$PYTHON" -m alignment.baselines "$DATA/test.en" "$DATA/test.fr" "$DATA/test.gold" --one-based \
+    "$PYTHON" -m hmm_nmt_align.baselines "$DATA/test.en" "$DATA/test.fr" "$DATA/test.gold" --one-based \
       --train-src "$DATA/train.en" --train-tgt "$DATA/train.fr" --method grow-diag-final-and \
       --aligners "$BASELINES" --out-dir "$AL/baselines" > "$AL/baselines.tmp" 2> "$AL/baselines.log"
     echo "# $((SECONDS - t0)) s" >> "$AL/baselines.tmp"

@@ -51,7 +51,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 from hmm_nmt.hmm import iohmm  # noqa: E402
-from hmm_nmt_io import atomic_write  # noqa: E402
+from hmm_nmt_align.base.atomic import atomic_write  # noqa: E402
 
 START = 2
 PAPER = {  # Table 1 of the paper: n*, FSA min, convergence, average, worst, best, W&K best

@@ -19,11 +19,11 @@ done
 [ -d "$DIR/data-bin" ] || { echo "aer.sh: error: $DIR/data-bin not found" >&2; exit 2; }
 for method in alignment posterior; do
   out="$DIR/test.$method.align"
-  if ! "$PY" -m alignment.extract --path "$CKPT" --data "$DIR/data-bin" --subset test --method "$method" \
+  if ! "$PY" -m hmm_nmt_align.extract --path "$CKPT" --data "$DIR/data-bin" --subset test --method "$method" \
       --no-progress -o "$out" 2> "$DIR/align.$method.log"; then
     tail -n 5 "$DIR/align.$method.log" >&2
     exit 1
   fi
-  line="$("$PY" -m alignment aer "$DIR/raw/test.align" "$out" --src "$DIR/raw/test.src" --tgt "$DIR/raw/test.tgt")"
+  line="$("$PY" -m hmm_nmt_align aer "$DIR/raw/test.align" "$out" --src "$DIR/raw/test.src" --tgt "$DIR/raw/test.tgt")"
   echo "AER ($method) $line"
 done

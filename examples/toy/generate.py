@@ -23,7 +23,7 @@ import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from hmm_nmt_io import atomic_write  # noqa: E402  (standard library only)
+from hmm_nmt_align.base.atomic import atomic_write  # noqa: E402  (standard library only)
 
 SRC_SYLLABLES = ["ka", "ro", "mi", "tsu", "ne", "zo", "ha", "ki", "mu", "te", "sa", "lo"]
 TGT_SYLLABLES = ["bel", "dar", "fin", "gor", "hul", "jin", "kap", "lem", "mor", "nix", "pel", "quo", "rat", "sil"]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Universal Dependencies English EWT part-of-speech tagging (UPOS, or XPOS): train one tagger with
 # fairseq-train (CoNLL-U read through the conllu library, multiword tokens and empty nodes skipped), tag
-# dev and test with scripts/tag.py.
+# dev and test with hmm-nmt-tag.
 #
 #   examples/ud_pos/run.sh                             # tiny generated data (seconds; what the tests run)
 #   examples/ud_pos/run.sh --local ../shared/data/ud_en_ewt

@@ -30,7 +30,7 @@ import sys
 from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from hmm_nmt_io import atomic_write  # noqa: E402  (standard library only)
+from hmm_nmt_align.base.atomic import atomic_write  # noqa: E402  (standard library only)
 
 PUNCT = {",", ".", "``", "''", "`", "'", "(", ")", "-LRB-", "-RRB-", "-LCB-", "-RCB-", "{", "}", ":", ";", "--",
          "?", "!", "...", "-", '"', "[", "]", "-LSB-", "-RSB-"}

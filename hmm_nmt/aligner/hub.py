@@ -2,7 +2,7 @@
 
 ::
 
-    from alignment.hub import from_pretrained           # any transformer_dhmm or plain transformer checkpoint
+    from hmm_nmt.aligner.hub import from_pretrained           # any transformer_dhmm or plain transformer checkpoint
     hub = from_pretrained("checkpoints", checkpoint_file="checkpoint_best.pt", data_name_or_path="data-bin",
                           bpe="subword_nmt", bpe_codes="codes")
     hub.align(["das haus ist klein"], ["the house is small"])          # method: posterior (dhmm), attention
@@ -16,9 +16,9 @@ map is exact even where a piece is ``<unk>``.  Links are ``(i, j)``: source word
 into :attr:`WordAlignment.source` / :attr:`WordAlignment.target`.
 
 The hub lives in the model layer (``hmm_nmt.aligner``), below ``alignment``, so that the models can return it
-without importing the tools built on them; ``alignment.hub`` re-exports it. It uses only the model layer's
+without importing the tools built on them; ``hmm_nmt.aligner.hub`` re-exports it. It uses only the model layer's
 API (:mod:`hmm_nmt.aligner.matrices` dispatches to a model's ``alignment_matrices`` or to the attention path)
-and the pure helpers of :mod:`wordalign`.
+and the pure helpers of :mod:`hmm_nmt_align.base`.
 """
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple, Union
@@ -28,15 +28,15 @@ from fairseq.hub_utils import GeneratorHubInterface
 
 from hmm_nmt.aligner import matrices as mx
 from hmm_nmt.aligner.pairs import EncodedPair, align_encoded, encode_pair, too_long
-from wordalign.links import LinkOptions, parse_decision
-from wordalign.pharaoh import format_pharaoh
-from wordalign.segment import Segmenter
-from wordalign.subword import word_index
-from wordalign.subword import words as subword_words
+from hmm_nmt_align.base.links import LinkOptions, parse_decision
+from hmm_nmt_align.base.pharaoh import format_pharaoh
+from hmm_nmt_align.base.segment import Segmenter
+from hmm_nmt_align.base.subword import word_index
+from hmm_nmt_align.base.subword import words as subword_words
 
 __all__ = ["WordAlignment", "AlignmentHubInterface", "from_pretrained"]
 
-# fairseq --bpe names whose pieces map back to words, and the alignment.subword style of their pieces
+# fairseq --bpe names whose pieces map back to words, and the hmm_nmt_align.base.subword style of their pieces
 _STYLES = {None: None, "subword_nmt": "bpe", "sentencepiece": "spm"}
 
 
@@ -133,7 +133,7 @@ class AlignmentHubInterface(GeneratorHubInterface):
         word whose best source position is the EOS stays unaligned (the EOS attention sink of attention
         models); by default the argmax is over the real source words. ``pool``: ``pieces`` (default: links
         on the subword pieces, two words linked when any of their pieces are) or ``words`` (each matrix pooled
-        to words first, :func:`wordalign.links.pool_words`; not with ``null_eos``). A single pair of strings
+        to words first, :func:`hmm_nmt_align.base.links.pool_words`; not with ``null_eos``). A single pair of strings
         gives a single result.
         """
         if isinstance(src_sentences, str) != isinstance(tgt_sentences, str):

@@ -5,7 +5,7 @@ The model layer computes the matrices: a model with an ``alignment_matrices`` me
 or, for a stock fairseq transformer, :func:`hmm_nmt.aligner.attention.attention_matrices`
 (``attention``). This module dispatches on that method, never on a model class, batches a dataset by length,
 cuts each sentence's matrices to its real tokens (:class:`SentenceMatrices`), and reads word links off them
-(:func:`links_by_method`, with :mod:`wordalign.links`).
+(:func:`links_by_method`, with :mod:`hmm_nmt_align.base.links`).
 
 ``alignment`` distribution: zero order p(j | e_<i, f) (Eq. 8 of the paper); first order the predicted
 distribution sum_j' p(j | j', e_<i, f) q_{i-1}(j'), q_{i-1} the forward (filtered) state over the reference
@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from hmm_nmt.aligner.attention import attention_matrices, default_layers, is_attention_model
-from wordalign.links import LinkOptions, sentence_word_links
+from hmm_nmt_align.base.links import LinkOptions, sentence_word_links
 
 __all__ = ["METHODS", "ExtractionError", "SentenceMatrices", "model_type", "available_methods", "unavailable",
            "default_layers", "parse_layers", "batch_matrices", "dataset_matrices", "links_by_method"]

@@ -1,6 +1,6 @@
 """Word-tokenised sentence pairs segmented and binarized in memory for a model, and aligned.
 
-Each word is segmented on its own (:class:`wordalign.segment.Segmenter`), so the piece-to-word map is known
+Each word is segmented on its own (:class:`hmm_nmt_align.base.segment.Segmenter`), so the piece-to-word map is known
 before the pieces meet the dictionary; the pieces are binarized with the model's dictionaries into a fairseq
 ``LanguagePairDataset`` and aligned by :mod:`hmm_nmt.aligner.matrices`. Used by the hub's ``align`` and
 ``translate(..., alignment=True)`` and by the raw-text path of ``hmm-nmt-align``.
@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from hmm_nmt.aligner.matrices import dataset_matrices, links_by_method
-from wordalign.links import LinkOptions
+from hmm_nmt_align.base.links import LinkOptions
 
 __all__ = ["EncodedPair", "encode_pair", "pair_dataset", "too_long", "align_encoded"]
 

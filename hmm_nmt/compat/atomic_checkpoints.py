@@ -5,7 +5,7 @@ then a rename) but makes ``checkpoint_last.pt`` and ``checkpoint_best.pt`` as pl
 (``PathManager.copy`` = ``shutil.copyfile``). A SIGKILL, an OOM kill or a preempted node during that copy leaves
 a truncated ``checkpoint_last.pt``, and the rerun that should resume from it dies loading it. :func:`install`
 gives ``fairseq.checkpoint_utils`` a ``PathManager`` whose ``copy`` of local files goes to ``DST.tmp`` and is
-renamed over ``DST`` (``os.replace``, atomic on POSIX; :func:`hmm_nmt_io.atomic_output`): a kill leaves either
+renamed over ``DST`` (``os.replace``, atomic on POSIX; :func:`hmm_nmt_align.base.atomic.atomic_output`): a kill leaves either
 the old or the new file.
 Remote paths (iopath handlers) keep fairseq's own copy.
 """
@@ -13,7 +13,7 @@ import os
 import shutil
 
 from hmm_nmt.compat._once import install_once
-from hmm_nmt_io import atomic_output
+from hmm_nmt_align.base.atomic import atomic_output
 
 
 @install_once

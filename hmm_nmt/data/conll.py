@@ -20,7 +20,7 @@ import io
 import os
 import random
 
-from hmm_nmt_io import atomic_output
+from hmm_nmt_align.base.atomic import atomic_output
 
 
 class CoNLLFormatError(ValueError):

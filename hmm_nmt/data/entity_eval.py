@@ -1,4 +1,4 @@
-"""Entity-level scoring shared by ``hmm-nmt-tags score``, ``scripts/tag.py``, the tagging criterion and the
+"""Entity-level scoring shared by ``hmm-nmt-tags score``, ``hmm-nmt-tag``, the tagging criterion and the
 benchmark (pure Python; seqeval for the reference numbers).
 
 * :func:`entity_scores` is the reference: seqeval's strict mode (span and type must match, the CoNLL

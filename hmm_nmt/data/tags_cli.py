@@ -14,7 +14,7 @@ import sys
 from typing import List, Tuple
 
 from hmm_nmt.data import tag_schemes as ts
-from hmm_nmt_io import atomic_write
+from hmm_nmt_align.base.atomic import atomic_write
 
 PROG = "hmm-nmt-tags"
 

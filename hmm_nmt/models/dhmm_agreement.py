@@ -10,7 +10,7 @@ through their alignment posteriors. Both sides must use one joined dictionary (`
 
 ``forward`` is the forward direction's, and ``encoder`` / ``decoder`` are the forward model's, so
 validation, fairseq-generate and forced alignment of the joint checkpoint use en->fr (the task's direction).
-``python -m alignment.split_agreement CKPT --out-dir DIR`` writes the two directions as plain
+``python -m hmm_nmt_align.split_agreement CKPT --out-dir DIR`` writes the two directions as plain
 ``transformer_dhmm`` checkpoints.
 
 ``--init-fwd PATH`` / ``--init-rev PATH`` start each direction from a trained ``transformer_dhmm`` checkpoint of

@@ -10,7 +10,7 @@ tags are the outputs ``y_t``. With the math of :mod:`hmm_nmt.hmm.iohmm`:
 * ``model(src_tokens, src_lengths)`` returns ``log eta_t`` with ``eta_t = sum_j zeta_jt eta_jt`` (Eq. 3)
   and ``zeta_t = P(x_t | u_1^t)`` (Eq. 2): the exact marginal ``P(y_t | u)`` of the IOHMM's sequence
   distribution (the states do not depend on the outputs), i.e. what the maximum-posterior-mode tag
-  prediction of ``tagging_cross_entropy`` and ``scripts/tag.py`` needs;
+  prediction of ``tagging_cross_entropy`` and ``hmm-nmt-tag`` needs;
 * :meth:`IOHMMTagger.sequence_log_likelihood` is ``log P(y_1^T | u_1^T)`` (Eq. 6) by the forward
   algorithm; the criterion ``iohmm_tagging`` trains on it (maximum likelihood as in the paper), while
   ``tagging_cross_entropy`` trains the per-position marginals instead.

@@ -1,4 +1,4 @@
-"""An ensemble of taggers trained on the same data, used like one tagger by ``scripts/tag.py``.
+"""An ensemble of taggers trained on the same data, used like one tagger by ``hmm-nmt-tag``.
 
 * Per-token scores (``forward``, argmax decoding, and the Viterbi of taggers without a CRF): the log of
   the members' mean probabilities p(y_t | x), as fairseq averages an ensemble's output distributions.

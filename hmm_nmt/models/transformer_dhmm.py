@@ -54,7 +54,7 @@ class TransformerDHMMModel(TransformerModel):
     @classmethod
     def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
         """fairseq's hub interface plus word alignment: ``hub.align(src, tgt)`` and
-        ``hub.translate(..., alignment=True)`` (:mod:`hmm_nmt.aligner.hub`, also ``alignment.hub``)."""
+        ``hub.translate(..., alignment=True)`` (:mod:`hmm_nmt.aligner.hub`, also ``hmm_nmt.aligner.hub``)."""
         from hmm_nmt.aligner.hub import from_pretrained  # lazy: decoding and training do not need the hub
 
         return from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, archive_map=cls.hub_models(),
@@ -134,7 +134,7 @@ class TransformerDHMMModel(TransformerModel):
         return self.decoder(prev_output_tokens, encoder_out=encoder_out, features_only=features_only)
 
     # ------------------------------------------------------------------ alignment matrices
-    #: the matrices :meth:`alignment_matrices` computes (``python -m alignment align --method``)
+    #: the matrices :meth:`alignment_matrices` computes (``python -m hmm_nmt_align align --method``)
     ALIGNMENT_METHODS = ("alignment", "posterior")
 
     def alignment_model_type(self) -> str:

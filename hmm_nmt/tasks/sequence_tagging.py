@@ -7,7 +7,7 @@ Data
 optionally ``.gz``); ``--train-file/--valid-file/--test-file`` point to files anywhere instead (``data``
 then only holds the optional dictionaries, any directory will do). Without a valid file, the dev split is carved from the training file: a random
 ``--dev-fraction`` of its sentences chosen with ``--dev-seed`` (so the split is the same in every run and
-in ``scripts/tag.py``); the rest is the training split. ``--word-column`` and ``--tag-column`` choose the
+in ``hmm-nmt-tag``); the rest is the training split. ``--word-column`` and ``--tag-column`` choose the
 columns (0-based, negative counts from the end; default: first and last). Malformed files (a line with
 another column count than the first token line, an empty file) raise
 :class:`hmm_nmt.data.conll.CoNLLFormatError` naming the file and line.
@@ -19,7 +19,7 @@ line holding only white space (WNUT-17) is a sentence break.
 
 ``--tagging-unit document`` (entity tags only) trains, validates and tags runs of consecutive sentences of one
 document as one sequence, joined by a separator token tagged ``O`` and packed up to ``--max-source-positions``
-tokens (:mod:`hmm_nmt.data.documents`): document context for NER. ``scripts/tag.py`` splits the predictions
+tokens (:mod:`hmm_nmt.data.documents`): document context for NER. ``hmm-nmt-tag`` splits the predictions
 back into sentences; the validation accuracy then counts the separators, the entity scores do not change.
 
 Tag schemes (entity and chunk tags ``O``/``B-X``/``I-X``/``E-X``/``S-X``): ``--data-tag-scheme`` is the
@@ -41,7 +41,7 @@ Model contract (what a tagger built for this task must honour; ``iohmm_tagger`` 
 ------------------------------------------------------------------------------------------------
 * The model is built by ``build_model(args, task)`` and reads ``task.source_dictionary`` (words) and
   ``task.target_dictionary`` (tags); it scores all ``len(task.target_dictionary)`` tag indices (the
-  criterion and ``scripts/tag.py`` never predict the special ones).
+  criterion and ``hmm-nmt-tag`` never predict the special ones).
 * ``model(src_tokens, src_lengths)`` takes ``src_tokens`` (B, T) word indices, right padded with
   ``source_dictionary.pad()``, no BOS/EOS, and ``src_lengths`` (B,), and returns a tensor (B, T, n_tags)
   of log-probabilities or logits (values at padded positions are ignored). When the task's args ask for

@@ -4,9 +4,8 @@ The one implementation behind every writer of the project (alignment files, CoNL
 fairseq's checkpoint copies, benchmark results). A failure or a kill leaves either the old file or the
 new one, never a truncated file, and no temporary file behind.
 
-A top-level package with no import but the standard library: ``alignment``'s readers and writers must not
-import torch or fairseq, and importing anything under ``hmm_nmt`` runs ``hmm_nmt/__init__.py``, which
-imports both (it registers the plugin). It therefore sits below every other package of the project.
+Standard library only: the light readers and writers of :mod:`hmm_nmt_align` must not import torch or
+fairseq, and the plugin (checkpoint copies, CoNLL output) uses it too, so it sits below everything else.
 """
 import contextlib
 import os

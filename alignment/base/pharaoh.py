@@ -1,7 +1,7 @@
 """One sentence alignment (:class:`Alignment`: sure and possible links) and its Pharaoh line.
 
 Pure Python: the home of the alignment object and of the Pharaoh line format, used by the model layer's
-hub (:mod:`hmm_nmt.aligner.hub`) and by the file readers and writers of :mod:`alignment.io`, which document
+hub (:mod:`hmm_nmt.aligner.hub`) and by the file readers and writers of :mod:`hmm_nmt_align.io`, which document
 the formats and import these names.
 """
 import re

@@ -17,7 +17,7 @@ Decisions (``--links`` of ``hmm-nmt-align``):
 Soft symmetrization (``--symmetrize prod|mean`` with ``--rev-path``): the forward model's posterior
 p_f(b_i = j | E, F) (I x J) and the reverse model's p_r(a_j = i | F, E) (J x I, transposed to I x J) are
 combined into one matrix *before* the decision, instead of merging two sets of hard links afterwards
-(the atools heuristics of :mod:`wordalign.symmetrize`):
+(the atools heuristics of :mod:`hmm_nmt_align.base.symmetrize`):
 
 ``prod``  m = p_f * p_r^T       a link needs both directions' support (a soft intersection)
 ``mean``  m = (p_f + p_r^T) / 2  either direction can carry it (a soft union)
@@ -47,7 +47,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from wordalign.symmetrize import symmetrize
+from hmm_nmt_align.base.symmetrize import symmetrize
 
 Link = Tuple[int, int]
 
@@ -170,7 +170,7 @@ class LinkOptions:
     ``decision``/``threshold``: ``argmax`` (default), ``mutual``, ``union`` or ``threshold`` with its T;
     ``null_eos``: argmax only, a target token whose argmax is the source EOS stays unaligned;
     ``symmetrize`` (with a reverse model): ``prod``/``mean`` (soft, before the decision) or an atools
-    heuristic of :mod:`wordalign.symmetrize` (after the decision, on word links);
+    heuristic of :mod:`hmm_nmt_align.base.symmetrize` (after the decision, on word links);
     ``pool``: ``pieces`` (default: decide on the piece matrices, a word pair is linked when any of its piece
     pairs is) or ``words`` (pool each direction's matrix to words with :func:`pool_words` first, then decide;
     not with ``null_eos``).

@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""Tag a CoNLL file with a trained ``sequence_tagging`` checkpoint; write CoNLL with the predicted tags.
+
+    hmm-nmt-tag --path checkpoints/checkpoint_best.pt --input test.txt --output test.tagged
+
+Each output line is the input line's columns followed by the predicted tag (the conlleval layout when
+the input has a gold column: ``word ... gold predicted``). The words are read from ``--word-column``
+(default: the column the model was trained on). The task (and its dictionaries) is rebuilt from the
+training data recorded in the checkpoint; if that data moved, pass ``--data``/``--train-file``.
+``--decoding viterbi`` writes the best tag sequence the training tag scheme allows (see
+``hmm_nmt.criterions.tagging_cross_entropy.decode_tags``) instead of the per-token arg-max. Predictions are
+written in the file's own tag scheme (the checkpoint's ``--data-tag-scheme``; converted back from the
+training scheme). For entity/chunk tags the script prints the number of invalid sequences, as decoded (in the
+training scheme) and as written (in the file's scheme); with ``--gold-column`` it also prints tag accuracy
+and entity precision/recall/F1 in the file's scheme (seqeval strict, ``hmm_nmt.data.entity_eval``).
+CoNLL-U input (a checkpoint trained with ``--data-format conllu``) is read the same way as in training
+(multiword tokens and empty nodes skipped) and written as tab-separated rows of its ten fields plus the tag.
+The output is written to a temporary file and renamed, so a failed run leaves no partial file.
+
+A checkpoint trained with ``--tagging-unit document`` tags each document's sentences as one sequence
+(``hmm_nmt.data.documents``) and writes the tags sentence by sentence as usual.
+
+``--path a.pt:b.pt:c.pt`` tags with an ensemble of taggers trained on the same data (fairseq's separator;
+``hmm_nmt.models.tagger_ensemble``): their mean per-token probabilities, and under ``--decoding viterbi``
+for CRF taggers the best path of their mean CRF potentials.
+"""
+import argparse
+import logging
+import os
+import sys
+
+import torch
+from tqdm import tqdm
+
+import hmm_nmt  # noqa: F401  (registers the task/models, makes checkpoints loadable)
+from hmm_nmt.criterions.tagging_cross_entropy import DECODINGS, decode_tags
+from hmm_nmt.data import documents
+from hmm_nmt.data.conll import CoNLLFormatError, check_column, conllu_column, write_conll
+from hmm_nmt.data.entity_eval import count_invalid, entity_scores
+from hmm_nmt.models.tagger_ensemble import TaggerEnsemble, check_same_dictionaries
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="hmm-nmt-tag", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--path", required=True,
+                   help="checkpoint (checkpoint_best.pt), or several separated by ':' for an ensemble")
+    p.add_argument("--input", required=True, help="CoNLL file to tag (.gz allowed)")
+    p.add_argument("--output", required=True, help="CoNLL output file")
+    p.add_argument("--word-column", default=None, help="word column of the input (default: training's)")
+    p.add_argument("--gold-column", default=None,
+                   help="gold tag column (CoNLL-U: upos/xpos): print accuracy and entity P/R/F1")
+    p.add_argument("--decoding", choices=DECODINGS, default="argmax",
+                   help="per-token arg-max, or the best sequence the tag scheme allows (Viterbi)")
+    p.add_argument("--data", default=None, help="override the training data directory recorded in the checkpoint")
+    p.add_argument("--train-file", default=None, help="override the training file recorded in the checkpoint")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--cpu", action="store_true", help="never use CUDA")
+    return p.parse_args(argv)
+
+
+def load(path, overrides):
+    from fairseq import checkpoint_utils
+
+    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides)
+    return models[0], task
+
+
+def load_ensemble(paths, overrides):
+    """One model, or a :class:`TaggerEnsemble` of several checkpoints of the same data; the first's task."""
+    for path in paths:
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"--path: no checkpoint {path}")
+    loaded = [load(path, overrides) for path in paths]
+    if len(loaded) == 1:
+        return loaded[0]
+    check_same_dictionaries([t for _, t in loaded], paths)
+    return TaggerEnsemble([m for m, _ in loaded]), loaded[0][1]
+
+
+def uses_chars(model):
+    """True for a tagger with character features (``--char-embed-dim``)."""
+    return getattr(model, "chars", None) is not None
+
+
+def make_net_input(task, words_per_sentence, with_chars=False):
+    """The ``net_input`` of one batch of raw word lists, in their order: ``src_tokens`` (B, T) (lowercased
+    before the dictionary lookup under ``--lowercase``), ``src_lengths`` and, ``with_chars``, ``src_chars``
+    (B, T, C), the characters of the raw words as the task's datasets carry them (unseen words included)."""
+    wd = task.source_dictionary
+    T = max(len(ws) for ws in words_per_sentence)
+    src = torch.full((len(words_per_sentence), T), wd.pad(), dtype=torch.long)
+    for r, words in enumerate(words_per_sentence):
+        ws = [w.lower() for w in words] if task.args.lowercase else words
+        src[r, : len(ws)] = torch.tensor([wd.index(w) for w in ws], dtype=torch.long)
+    net_input = {"src_tokens": src, "src_lengths": src.ne(wd.pad()).sum(1)}
+    if with_chars:
+        net_input["src_chars"] = task.batch_chars(words_per_sentence, T)
+    return net_input
+
+
+def tag_sentences(model, task, words_per_sentence, batch_size=64, device="cpu", progress=True, decoding="argmax"):
+    """Predicted tag strings, in the training tag scheme, for lists of words (the same lowercasing/unknown
+    handling as training, and the words' own characters for a model with character features);
+    ``task.to_file_scheme`` writes them in the data's scheme."""
+    td = task.target_dictionary
+    order = sorted(range(len(words_per_sentence)), key=lambda i: len(words_per_sentence[i]))
+    out = [None] * len(words_per_sentence)
+    bar = tqdm(total=len(order), desc="tagging", unit="sent", disable=not progress, file=sys.stderr)
+    for start in range(0, len(order), batch_size):
+        ids = order[start:start + batch_size]
+        net_input = make_net_input(task, [words_per_sentence[i] for i in ids], with_chars=uses_chars(model))
+        with torch.no_grad():
+            net_input = {k: v.to(device) for k, v in net_input.items()}
+            net_out = model(**net_input)
+            lprobs = model.get_normalized_probs(net_out, log_probs=True)
+            pred = decode_tags(model, net_input, lprobs, task, decoding).cpu()
+        for r, i in enumerate(ids):
+            out[i] = [td[j] for j in pred[r, : len(words_per_sentence[i])].tolist()]
+        bar.update(len(ids))
+    bar.close()
+    return out
+
+
+def tag_units(model, task, sentences, word_col, batch_size=64, device="cpu", decoding="argmax"):
+    """Predicted tags (training scheme) per sentence; under ``--tagging-unit document`` the sentences are
+    tagged in their document units (:meth:`SequenceTaggingTask.units_of`) and the predictions split back."""
+    words = [s.column(word_col) for s in sentences]
+    if not getattr(task, "document_units", False):
+        return tag_sentences(model, task, words, batch_size, device, decoding=decoding)
+    groups = task.units_of(sentences)
+    unit_words = [documents.join(words, g, documents.SEPARATOR) for g in groups]
+    unit_preds = tag_sentences(model, task, unit_words, batch_size, device, decoding=decoding)
+    decoded = [None] * len(sentences)
+    lengths = [len(w) for w in words]
+    for g, pred in zip(groups, unit_preds):
+        for i, piece in documents.split(pred, g, lengths).items():
+            decoded[i] = piece
+    return decoded
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    overrides = {}
+    if args.data:
+        overrides["data"] = args.data
+    if args.train_file:
+        overrides["train_file"] = args.train_file
+    try:
+        model, task = load_ensemble([p for p in args.path.split(":") if p], overrides)
+        conllu = task.data_format(task.args) == "conllu"
+        column = conllu_column if conllu else int
+        sentences = task.read_file(task.args, args.input)
+        word_col = task.word_column if args.word_column is None else column(args.word_column)
+        check_column(args.input, sentences, word_col, "word")
+        gold_col = None if args.gold_column is None else column(args.gold_column)
+        if gold_col is not None:
+            check_column(args.input, sentences, gold_col, "gold")
+    except (CoNLLFormatError, FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    device = "cuda" if torch.cuda.is_available() and not args.cpu else "cpu"
+    model.to(device).eval()
+    decoded = tag_units(model, task, sentences, word_col, args.batch_size, device, args.decoding)
+    preds = [task.to_file_scheme(p) for p in decoded]
+    write_conll(args.output, ([cols + [p] for cols, p in zip(s.rows, pred)] for s, pred in zip(sentences, preds)),
+                sep="\t" if conllu else " ")
+    n_tok = sum(len(s) for s in sentences)
+    print(f"tagged {len(sentences)} sentences, {n_tok} tokens -> {args.output} ({args.decoding} decoding)",
+          file=sys.stderr)
+    if task.bio:
+        print(f"invalid sequences {count_invalid(preds, task.data_scheme)} written ({task.data_scheme}), "
+              f"{count_invalid(decoded, task.train_scheme)} as decoded ({task.train_scheme}), "
+              f"of {len(sentences)}")
+    if gold_col is not None:
+        gold = [s.column(gold_col) for s in sentences]
+        correct = sum(g == p for gs, ps in zip(gold, preds) for g, p in zip(gs, ps))
+        print(f"accuracy {100.0 * correct / n_tok:.2f}")
+        if task.bio:
+            res = entity_scores(gold, preds, task.data_scheme)
+            print(f"entity precision {res['precision']:.2f} recall {res['recall']:.2f} F1 {res['f1']:.2f} "
+                  f"({task.data_scheme}, seqeval strict)")
+            print(f"chunk_f1 {res['f1']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
