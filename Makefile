@@ -2,6 +2,7 @@
 #               pulls a CUDA build), then the package in editable mode.
 # make test:    install + test extras, then the layer contracts (lint-imports, pyproject.toml), ruff (RUFF=0
 #               skips it), and the whole pytest suite on PYTEST_WORKERS processes (pytest-xdist; what .ci/run calls).
+# make test-fast: the same checks without the tests marked `slow` (real training runs, recipes): the edit loop.
 # make demo:    the quick start on the embedded toy corpus (examples/toy/demo.sh).
 PYTHON ?= python3
 VENV ?= .venv
@@ -13,20 +14,25 @@ PYTEST_WORKERS ?= 2
 # the tree is ruff-clean (pyproject.toml's rules); RUFF=0 skips the lint for a quick local run
 RUFF ?= 1
 
-.PHONY: install test demo clean
+.PHONY: install test test-fast lint demo clean
 
 install:
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -c "import torch" 2>/dev/null || $(PIP) install "$(TORCH)"
 	$(PIP) install -q -e .
 
-test: install
+lint: install
 	$(PIP) install -q -e ".[test]"
 	$(VENV)/bin/lint-imports --no-logo
 ifeq ($(RUFF),1)
 	$(VENV)/bin/ruff check .
 endif
+
+test: lint
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) $(PYTEST_ARGS) tests
+
+test-fast: lint
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) -m "not slow" $(PYTEST_ARGS) tests
 
 demo: install
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash examples/toy/demo.sh

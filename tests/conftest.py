@@ -21,7 +21,7 @@ SHARED_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
 
 def save_tagger_checkpoint(model, args, path):
     """A checkpoint of an (untrained) ``sequence_tagging`` model in the layout fairseq-train writes, for
-    ``scripts/tag.py`` tests that need no training run."""
+    ``hmm-nmt-tag`` tests that need no training run."""
     from fairseq import checkpoint_utils
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
@@ -34,13 +34,10 @@ def save_tagger_checkpoint(model, args, path):
 
 
 def load_tag_script():
-    """``scripts/tag.py`` as a module (its ``main(argv)`` returns the exit status)."""
-    import importlib.util
+    """``hmm-nmt-tag`` as a module (its ``main(argv)`` returns the exit status)."""
+    from hmm_nmt.cli import tag
 
-    spec = importlib.util.spec_from_file_location("tag_script", os.path.join(ROOT, "scripts", "tag.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return tag
 
 
 @pytest.fixture(scope="session")

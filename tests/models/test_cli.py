@@ -1,0 +1,204 @@
+"""Real fairseq command lines on the embedded toy corpus: train, generate, interactive, hub, bad input."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+USER_DIR = os.path.join(ROOT, "hmm_nmt")
+ENV = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
+SMALL = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
+         "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2",
+         "--decoder-attention-heads", "2", "--share-all-embeddings"]
+
+
+def fairseq(tool, *args, input=None, check=True):
+    proc = subprocess.run([sys.executable, "-m", f"fairseq_cli.{tool}", *args], env=ENV, cwd=ROOT,
+                          capture_output=True, text=True, input=input, timeout=900)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"fairseq-{tool} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    work = tmp_path_factory.mktemp("toy")
+    raw = work / "raw"
+    subprocess.run([sys.executable, os.path.join(ROOT, "examples", "toy", "generate.py"), "--out", str(raw),
+                    "--train", "800", "--valid", "60", "--test", "40"], check=True, capture_output=True)
+    fairseq("preprocess", "--source-lang", "src", "--target-lang", "tgt", "--trainpref", f"{raw}/train",
+            "--validpref", f"{raw}/valid", "--testpref", f"{raw}/test", "--destdir", str(work / "bin"),
+            "--joined-dictionary", "--workers", "1")
+    return work
+
+
+def train(toy, name, *extra):
+    save = toy / name
+    proc = fairseq("train", str(toy / "bin"), "--user-dir", USER_DIR, "--arch", "transformer_dhmm", *SMALL,
+                   "--criterion", "dhmm_label_smoothed_cross_entropy", "--label-smoothing", "0.1",
+                   "--optimizer", "adam", "--lr", "0.005", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "10",
+                   "--max-tokens", "2000", "--max-epoch", "4", "--save-dir", str(save), "--no-epoch-checkpoints",
+                   "--seed", "1", "--num-workers", "0", "--no-progress-bar", "--log-format", "simple", *extra)
+    losses = [float(x) for x in re.findall(r"valid on 'valid' subset \| loss ([\d.]+)", proc.stderr + proc.stdout)]
+    return save, losses
+
+
+@pytest.fixture(scope="module", params=[0, 1], ids=["order0", "order1"])
+def trained(request, toy):
+    save, losses = train(toy, f"ckpt{request.param}", "--alignment-order", str(request.param))
+    return request.param, save, losses
+
+
+def test_training_lowers_validation_loss(trained):
+    _, save, losses = trained
+    assert len(losses) == 4, losses
+    assert losses[-1] < losses[0] - 0.5, losses
+    assert (save / "checkpoint_best.pt").exists()
+
+
+def test_generate_loads_checkpoint_and_prints_alignments(trained, toy):
+    _, save, _ = trained
+    proc = fairseq("generate", str(toy / "bin"), "--user-dir", USER_DIR, "--path", str(save / "checkpoint_best.pt"),
+                   "--beam", "5", "--batch-size", "16", "--required-batch-size-multiple", "1", "--print-alignment")
+    hyps = re.findall(r"^H-(\d+)\t", proc.stdout, re.M)
+    aligns = re.findall(r"^A-(\d+)\t(.*)$", proc.stdout, re.M)
+    assert len(hyps) == 40 and len(aligns) == 40
+    assert all(re.fullmatch(r"(\d+-\d+ ?)+", a.strip()) for _, a in aligns)
+    assert "weights_only" not in proc.stderr
+
+
+def test_generate_translates_every_sentence_of_a_set_not_a_multiple_of_8(trained, toy):
+    """fairseq 0.12 drops the last batch when it is not a multiple of --required-batch-size-multiple (8):
+    the 60 valid sentences would come out as 56 (hmm_nmt.compat.batch_tail)."""
+    _, save, _ = trained
+    proc = fairseq("generate", str(toy / "bin"), "--user-dir", USER_DIR, "--path", str(save / "checkpoint_best.pt"),
+                   "--gen-subset", "valid", "--beam", "2", "--batch-size", "16")
+    assert sorted(int(i) for i in re.findall(r"^H-(\d+)\t", proc.stdout, re.M)) == list(range(60))
+
+
+def test_interactive_translates_and_refuses_empty_line(trained, toy):
+    _, save, _ = trained
+    first = open(toy / "raw" / "test.src").readline()
+    args = [str(toy / "bin"), "--user-dir", USER_DIR, "--path", str(save / "checkpoint_best.pt"),
+            "--source-lang", "src", "--target-lang", "tgt", "--beam", "3"]
+    proc = fairseq("interactive", *args, input=first)
+    assert re.search(r"^H-0\t-?[\d.]+\t\S+", proc.stdout, re.M)
+    bad = fairseq("interactive", *args, input="\n", check=False)
+    assert bad.returncode != 0
+    assert "empty source sentence" in bad.stderr
+
+
+def test_hub_interface_translates(trained, toy):
+    _, save, _ = trained
+    from hmm_nmt.models.transformer_dhmm import TransformerDHMMModel
+
+    hub = TransformerDHMMModel.from_pretrained(str(save), checkpoint_file="checkpoint_best.pt",
+                                               data_name_or_path=str(toy / "bin"), source_lang="src", target_lang="tgt")
+    first = open(toy / "raw" / "test.src").readline().strip()
+    out = hub.translate(first, beam=3)
+    assert isinstance(out, str) and len(out.split()) >= 1
+
+
+def test_unknown_alignment_order_is_refused(toy):
+    proc = fairseq("train", str(toy / "bin"), "--user-dir", USER_DIR, "--arch", "transformer_dhmm",
+                   "--alignment-order", "2", "--max-update", "1", check=False)
+    assert proc.returncode != 0
+    assert "--alignment-order" in proc.stderr and "invalid choice" in proc.stderr
+
+
+def test_missing_data_directory_is_refused(tmp_path):
+    missing = tmp_path / "no-such-data-bin"
+    proc = fairseq("train", str(missing), "--user-dir", USER_DIR, "--arch", "transformer_dhmm",
+                   "--criterion", "dhmm_label_smoothed_cross_entropy", "--max-tokens", "100", "--max-update", "1",
+                   check=False)
+    assert proc.returncode != 0
+    assert str(missing) in proc.stderr
+
+
+@pytest.mark.parametrize("order", [0, 1])
+def test_train_and_generate_with_topk_and_bf16(toy, order):
+    save = toy / f"fast{order}"
+    proc = fairseq("train", str(toy / "bin"), "--user-dir", USER_DIR, "--arch", "transformer_dhmm", *SMALL,
+                   # bf16 as asked (order 0), or auto: bf16 only where the CPU has it natively (order 1)
+                   "--alignment-order", str(order), "--lexicon-topk", "2", "--lexicon-dtype", ["bf16", "auto"][order],
+                   # both criteria through the CLI: the bound (order 0), the pruned model's likelihood (order 1)
+                   "--lexicon-topk-objective", ["bound", "pruned"][order],
+                   "--criterion", "dhmm_label_smoothed_cross_entropy", "--label-smoothing", "0.1",
+                   "--optimizer", "adam", "--lr", "0.005", "--max-tokens", "2000", "--max-epoch", "2",
+                   "--save-dir", str(save), "--no-epoch-checkpoints", "--seed", "1", "--num-workers", "0",
+                   "--no-progress-bar", "--log-format", "simple")
+    masses = [float(x) for x in re.findall(r"valid on 'valid' subset .*\| align_mass ([\d.]+)", proc.stderr + proc.stdout)]
+    assert len(masses) == 2 and all(0 < m <= 1 for m in masses), masses
+    if order == 1:  # auto says what it chose, once
+        assert len(re.findall(r"--lexicon-dtype auto: (?:bf16|fp32) on cpu", proc.stderr + proc.stdout)) == 1
+    gen = fairseq("generate", str(toy / "bin"), "--user-dir", USER_DIR, "--path", str(save / "checkpoint_last.pt"),
+                  "--beam", "5", "--batch-size", "16", "--required-batch-size-multiple", "1", "--print-alignment")
+    assert len(re.findall(r"^H-\d+\t", gen.stdout, re.M)) == 40
+    # K is a decoding choice too: exact (0) and K=1 decoding of the same checkpoint, scored on the references
+    scores = {}
+    for k in (0, 1):
+        out = fairseq("generate", str(toy / "bin"), "--user-dir", USER_DIR, "--path", str(save / "checkpoint_last.pt"),
+                      "--score-reference", "--batch-size", "16", "--required-batch-size-multiple", "1",
+                      "--model-overrides", f"{{'lexicon_topk': {k}}}").stdout
+        scores[k] = [float(x) for x in re.findall(r"^H-\d+\t(\S+)\t", out, re.M)]
+        assert len(scores[k]) == 40
+    assert scores[0] != scores[1]
+
+
+def test_topk_warmup_switches_at_the_trainer_update_count(toy):
+    # fairseq's task calls model.set_num_updates every update: exact likelihood (no align_mass logged) for the
+    # first 3 updates, then the top-1 bound (align_mass < 1 logged), for the updates fairseq-train counts
+    proc = fairseq("train", str(toy / "bin"), "--user-dir", USER_DIR, "--arch", "transformer_dhmm", *SMALL,
+                   "--lexicon-topk", "1", "--lexicon-topk-warmup", "3", "--criterion",
+                   "dhmm_label_smoothed_cross_entropy", "--optimizer", "adam", "--lr", "0.001", "--max-tokens", "500",
+                   "--max-update", "6", "--log-interval", "1", "--save-dir", str(toy / "warm"), "--no-save",
+                   "--seed", "1", "--num-workers", "0", "--no-progress-bar", "--log-format", "json")
+    logs = [json.loads(line[line.index("{"):]) for line in (proc.stdout + proc.stderr).splitlines()
+            if "| train_inner |" in line]
+    assert [int(r["num_updates"]) for r in logs] == [1, 2, 3, 4, 5, 6]
+    # the loss of update u is computed with the counter at u - 1
+    assert ["align_mass" in r for r in logs] == [False, False, False, True, True, True]
+    assert all(0 < float(r["align_mass"]) < 1 for r in logs[3:])
+
+
+def test_topk_schedule_prunes_then_trains_exactly_by_percentage_of_max_update(toy):
+    # 1@0,0@50% with --max-update 6: the top-1 pruned likelihood (align_mass < 1 logged) for updates 1-3, the
+    # exact one for 4-6; the percentage needs --max-update, which fairseq passes to the model's args
+    proc = fairseq("train", str(toy / "bin"), "--user-dir", USER_DIR, "--arch", "transformer_dhmm", *SMALL,
+                   "--lexicon-topk-schedule", "1@0,0@50%", "--lexicon-topk-objective", "pruned", "--criterion",
+                   "dhmm_label_smoothed_cross_entropy", "--optimizer", "adam", "--lr", "0.001", "--max-tokens", "500",
+                   "--max-update", "6", "--log-interval", "1", "--save-dir", str(toy / "sched"), "--no-save",
+                   "--seed", "1", "--num-workers", "0", "--no-progress-bar", "--log-format", "json")
+    logs = [json.loads(line[line.index("{"):]) for line in (proc.stdout + proc.stderr).splitlines()
+            if "| train_inner |" in line]
+    assert [int(r["num_updates"]) for r in logs] == [1, 2, 3, 4, 5, 6]
+    # fairseq keeps a meter once created: after the switch it is logged empty (None)
+    assert [r.get("align_mass") is not None for r in logs] == [True, True, True, False, False, False]
+    assert all(0 < float(r["align_mass"]) < 1 for r in logs[:3])
+
+
+class _NotAllowListed:
+    pass
+
+
+def test_checkpoint_loading_allow_list(trained, toy, tmp_path):
+    """Stock and re-saved (averaged-style, omegaconf cfg) checkpoints load with weights_only; others do not."""
+    import pickle
+
+    import torch
+    from fairseq import checkpoint_utils
+
+    import hmm_nmt  # noqa: F401
+
+    _, save, _ = trained
+    state = checkpoint_utils.load_checkpoint_to_cpu(str(save / "checkpoint_best.pt"))
+    torch.save(state, tmp_path / "resaved.pt")  # what fairseq's average_checkpoints.py writes
+    models, _, _ = checkpoint_utils.load_model_ensemble_and_task(
+        [str(tmp_path / "resaved.pt")], arg_overrides={"data": str(toy / "bin")})
+    assert type(models[0]).__name__ == "TransformerDHMMModel"
+    torch.save({"model": {}, "evil": _NotAllowListed()}, tmp_path / "other.pt")
+    with pytest.raises(pickle.UnpicklingError):
+        torch.load(tmp_path / "other.pt")
