@@ -1,19 +1,12 @@
 #!/usr/bin/env python3
-"""CPU time of the HMM cores' dynamic programmes (forward + backward through autograd), and the same code
-of two checkouts side by side: the check that a refactor of ``hmm_nmt/hmm`` costs no speed.
+"""CPU time of the HMM cores' dynamic programmes (forward + backward through autograd), one thread.
 
-    python scripts/bench_cores.py                                   # this checkout, one thread
-    python scripts/bench_cores.py --compare OLD_CHECKOUT . --rounds 5
+    python scripts/bench_cores.py [--cores direct_first_order iohmm] [--steps 5]
 
-``--compare A B`` runs every core in child processes alternating A, B, A, B, ... (``PYTHONPATH`` set to each
-checkout; the timing code is this file in both), so a shared machine's load hits both alike, and prints the
-median time per step of each and the ratio B / A. Only API that older checkouts also have is used.
+Prints the median process CPU time per step of each core (after one warm-up step).
 """
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
 import time
 
@@ -83,39 +76,14 @@ def time_core(core, steps):
     return statistics.median(times[1:])  # the first step is warm-up
 
 
-def _child(root, core, steps):
-    env = dict(os.environ, PYTHONPATH=os.path.abspath(root), OMP_NUM_THREADS="1")
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", core, "--steps", str(steps)],
-                         env=env, capture_output=True, text=True, check=True, cwd=os.path.abspath(root))
-    return json.loads(out.stdout.strip().splitlines()[-1])["seconds"]
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cores", nargs="+", default=list(CORES), choices=CORES)
     ap.add_argument("--steps", type=int, default=5, help="timed steps per run (after one warm-up step)")
-    ap.add_argument("--compare", nargs=2, metavar=("A", "B"), help="two checkouts, timed alternately")
-    ap.add_argument("--rounds", type=int, default=3, help="alternating child runs per checkout (--compare)")
-    ap.add_argument("--child", help=argparse.SUPPRESS)
     opts = ap.parse_args(argv)
-    if opts.child:
-        print(json.dumps({"seconds": time_core(opts.child, opts.steps)}))
-        return 0
-    if not opts.compare:
-        for core in opts.cores:
-            print(f"{core:20s} {1e3 * time_core(core, opts.steps):9.1f} ms/step")
-        return 0
-    a, b = opts.compare
-    print(f"{'core':20s} {'A ms':>9s} {'B ms':>9s} {'B/A':>6s}   (A={a}, B={b}, median of {opts.rounds} runs)")
     for core in opts.cores:
-        ta, tb = [], []
-        for _ in range(opts.rounds):
-            ta.append(_child(a, core, opts.steps))
-            tb.append(_child(b, core, opts.steps))
-        ma, mb = statistics.median(ta), statistics.median(tb)
-        print(f"{core:20s} {1e3 * ma:9.1f} {1e3 * mb:9.1f} {mb / ma:6.3f}", flush=True)
+        print(f"{core:20s} {1e3 * time_core(core, opts.steps):9.1f} ms/step")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

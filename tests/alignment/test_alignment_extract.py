@@ -155,6 +155,7 @@ def score_reference_links(toy, ckpt, data=None):
 
 
 # ------------------------------------------------------------------------------------------- AER
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["dhmm0", "dhmm1"])
 def test_dhmm_alignment_and_posterior_beat_random(toy, model, name):
     ckpt = model(name)
@@ -172,6 +173,7 @@ def test_dhmm_alignment_and_posterior_beat_random(toy, model, name):
         assert value < toy["random"] - 20, (name, method, value, toy["random"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["dhmm0", "dhmm1"])
 def test_alignment_equals_fairseq_score_reference(toy, model, name):
     """Our batching, padding removal, EOS handling and corpus order against fairseq's own scorer."""
@@ -182,6 +184,7 @@ def test_alignment_equals_fairseq_score_reference(toy, model, name):
     assert [set(h.links) for h in hyp] == [ref[k] for k in range(N_TEST)]
 
 
+@pytest.mark.slow
 def test_attention_baseline(toy, model):
     ckpt = model("transformer")
     _, default = extract(toy, ckpt, "attention")
@@ -207,6 +210,7 @@ def _single(task, sid):
     return ds.collater([ds[sid]])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["dhmm0", "dhmm1"])
 def test_batched_matrices_equal_single_sentence_model_calls(toy, model, name):
     from hmm_nmt_align import extract as ex
@@ -251,6 +255,7 @@ def test_batched_matrices_equal_single_sentence_model_calls(toy, model, name):
         assert set(null[k]) == {(j, i) for j, i in a[k] if i not in eos_wins}
 
 
+@pytest.mark.slow
 def test_attention_matrix_is_mean_of_hooked_cross_attention(toy, model):
     """Independent of fairseq's ``alignment_layer``: capture each layer's head-averaged weights by hooks."""
     from hmm_nmt_align import extract as ex
@@ -329,6 +334,7 @@ def bpe_toy(toy):
     return {"seg": seg, "bin": work / "bpe-bin", "ckpt": ckpt, "codes": seg / "codes"}
 
 
+@pytest.mark.slow
 def test_bpe_links_map_to_words(toy, bpe_toy, capsys):
     seg = bpe_toy["seg"]
     pieces = read_tokens(str(seg / "test.src"))
@@ -364,6 +370,7 @@ def test_bpe_links_map_to_words(toy, bpe_toy, capsys):
 
 
 # ------------------------------------------------------------------------------------------- scripts
+@pytest.mark.slow
 def test_align_bidirectional_script(toy, model):
     fwd, rev = model("dhmm0"), model("rev0")
     out = toy["work"] / "bidir"
@@ -393,6 +400,7 @@ def test_align_bidirectional_script(toy, model):
     assert bad.returncode == 2 and "--heuristic" in bad.stderr
 
 
+@pytest.mark.slow
 def test_toy_aer_script(toy, model):
     demo = toy["work"] / "demo"
     (demo / "checkpoints").mkdir(parents=True)
@@ -415,6 +423,7 @@ def test_toy_aer_script(toy, model):
 
 
 # ------------------------------------------------------------------------------------------- heat maps
+@pytest.mark.slow
 def test_heatmap_path_mode(toy, model, tmp_path, capsys):
     ck1, ckt = model("dhmm1"), model("transformer")
     out = tmp_path / "maps1"
@@ -457,6 +466,7 @@ def _no_output(path):
     return not path.exists() and not [n for n in os.listdir(folder) if n.startswith("." + path.name)]
 
 
+@pytest.mark.slow
 def test_cli_errors_subprocess(toy, model, tmp_path):
     out = tmp_path / "out.align"
     cases = [
@@ -476,6 +486,7 @@ def test_cli_errors_subprocess(toy, model, tmp_path):
 
 @pytest.mark.parametrize("case", ["attention_on_dhmm", "bad_subset", "layers_range", "layers_syntax",
                                   "layers_with_dhmm", "bad_data", "no_outdir", "batch_size"])
+@pytest.mark.slow
 def test_cli_errors_in_process(toy, model, tmp_path, capsys, case):
     from hmm_nmt_align.extract import main
 
@@ -505,6 +516,7 @@ def test_cli_errors_in_process(toy, model, tmp_path, capsys, case):
 
 
 # ------------------------------------------------------------------------------------------- one encoder pass
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["dhmm0", "dhmm1"])
 def test_methods_share_one_encoder_pass(toy, model, name):
     from hmm_nmt_align import extract as ex
@@ -525,6 +537,7 @@ def test_methods_share_one_encoder_pass(toy, model, name):
 
 
 # ------------------------------------------------------------------------------------------- both directions
+@pytest.mark.slow
 def test_rev_path_symmetrization(toy, model, tmp_path):
     from hmm_nmt_align import extract as ex
     from hmm_nmt_align.base.links import decide, soft_combine
@@ -563,6 +576,7 @@ def _write(path, lines):
     return path
 
 
+@pytest.mark.slow
 def test_text_input_equals_binarized_and_handles_bad_lines(toy, model, tmp_path, capsys):
     from hmm_nmt_align.extract import main
 
@@ -636,6 +650,7 @@ def _unk_text(toy):
     return out_s, out_t
 
 
+@pytest.mark.slow
 def test_unknown_pieces_never_leave_the_sentence(toy, bpe_toy, tmp_path):
     """The issue's failure: pieces that are <unk> in the dictionary lose their @@; links must stay inside
     the sentence with the text (raw-text input, --pieces) and without it (binarized input alone)."""
@@ -685,6 +700,7 @@ def test_unknown_pieces_never_leave_the_sentence(toy, bpe_toy, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------- hub
+@pytest.mark.slow
 def test_hub_align_and_translate(toy, model, bpe_toy):
     from hmm_nmt.aligner.hub import AlignmentHubInterface, from_pretrained
     from hmm_nmt.models.transformer_dhmm import TransformerDHMMModel
@@ -752,6 +768,7 @@ def test_hub_align_and_translate(toy, model, bpe_toy):
         assert {j for _, j in a.links} == set(range(len(a.target))) and max(i for i, _ in a.links) < len(a.source)
 
 
+@pytest.mark.slow
 def test_align_variants_script(toy, model, tmp_path, capsys):
     """The script behind the variant table of docs/alignment.md scores exactly what hmm-nmt-align writes."""
     import json
@@ -813,6 +830,7 @@ def _text_loss(ck, raw):
     return total / n
 
 
+@pytest.mark.slow
 def test_adapt_fine_tunes_on_the_pairs_to_align_and_the_result_aligns(toy, model, tmp_path):
     ck, raw = model("dhmm0"), toy["raw"]
     before = ck.read_bytes()
@@ -846,6 +864,7 @@ def test_adapt_fine_tunes_on_the_pairs_to_align_and_the_result_aligns(toy, model
     assert early["adaptation"]["updates"] == 5 and any(not torch.equal(early["model"][k], again[k]) for k in again)
 
 
+@pytest.mark.slow
 def test_adapt_bad_input_is_a_clear_error_and_writes_nothing(toy, model, tmp_path):
     from hmm_nmt_align.adapt import main
 

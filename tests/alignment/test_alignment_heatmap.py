@@ -41,6 +41,7 @@ def test_plot_matrix_and_transition(tmp_path):
     assert not (tmp_path / "bad.png").exists()
 
 
+@pytest.mark.slow
 def test_cli_npz_all_keys(tmp_path):
     rng = np.random.default_rng(1)
     npz = tmp_path / "pair.npz"

@@ -48,6 +48,7 @@ def _results(path, **models):
     (path / "results.json").write_text(json.dumps(models))
 
 
+@pytest.mark.slow
 def test_collect_merges_parallel_outputs_and_seeds(tmp_path, capsys):
     """Models trained in parallel processes (one --out each) and a second seed: one row per model, each run's
     dev / test perplexity and their mean; the plot is written; a directory without results is an error."""

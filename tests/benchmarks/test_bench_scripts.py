@@ -19,6 +19,7 @@ def run(*args, check=True):
     return proc
 
 
+@pytest.mark.slow
 def test_bench_lexicon_prints_both_ratios_for_both_dtypes(tmp_path):
     out = run(os.path.join(SCRIPTS, "bench_lexicon.py"), "--rows", "96", "--dim", "16", "--vocab", "50",
               "--chunk", "32", "--repeat", "1", "--threads", "1", "--json", str(tmp_path / "lex.json")).stdout

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from conftest import ROOT
 
 SCRIPT = os.path.join(ROOT, "scripts", "bench_tagging.py")
@@ -28,6 +29,7 @@ def _runs(path):
         return {}
 
 
+@pytest.mark.slow
 def test_bench_tagging_stops_early_resumes_after_a_kill_and_refuses_other_settings(tmp_path):
     data = str(tmp_path / "data")
     subprocess.run([sys.executable, os.path.join(ROOT, "examples", "tagging_tiny.py"), "conll2000", data], check=True)

@@ -58,6 +58,7 @@ def test_seed_summary_mean_and_sample_sd():
     assert "| 11.00 ± 1.41 | 72.00 ± 2.83 |" in md and "| n/a |" in md
 
 
+@pytest.mark.slow
 def test_benchmark_two_seeds_on_toy_data(tmp_path):
     data = toy_data(tmp_path)
     out = tmp_path / "bench"
@@ -105,6 +106,7 @@ def test_benchmark_two_seeds_on_toy_data(tmp_path):
     assert bad.returncode != 0 and "--seeds must list distinct integers" in bad.stderr
 
 
+@pytest.mark.slow
 def test_quality_ablation_recipe_runs_one_variant(tmp_path):
     script = os.path.join(ROOT, "examples", "multi30k", "quality_ablation.sh")
     bad = run([script, "--data", str(tmp_path), "--out", str(tmp_path / "q"), "last", "1"], check=False)
@@ -133,6 +135,7 @@ def _processes_mentioning(text):
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc to list processes")
 def test_sigterm_stops_the_fairseq_child(tmp_path):
     """kill (TERM) of the benchmark must not leave its fairseq-train child running (it did: only Ctrl-C

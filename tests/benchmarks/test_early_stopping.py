@@ -115,6 +115,7 @@ def _bench_cmd(data, out):
             "--length-choice", "halves"]
 
 
+@pytest.mark.slow
 def test_translation_benchmark_stops_on_a_flat_dev_curve_and_resumes_to_the_same_point(tmp_path):
     data = toy_data(tmp_path)
     whole = tmp_path / "whole"
@@ -154,6 +155,7 @@ def test_translation_benchmark_stops_on_a_flat_dev_curve_and_resumes_to_the_same
         [(v["updates"], v["loss"]) for v in r["valid_curve"]]
 
 
+@pytest.mark.slow
 def test_a_plateau_starts_the_exact_phase_before_patience_stops_and_survives_a_resume(tmp_path):
     # dhmm0_fast is 4@0,0@80%: exact from update 48 of 60. The flat curve plateaus at 8 (best at 2): instead of
     # stopping, the exact phase starts there, the count restarts, and patience stops at 14
@@ -201,6 +203,7 @@ def _lm_data(tmp_path):
     return raw, tmp_path / "bin"
 
 
+@pytest.mark.slow
 def test_bench_lm_patience_stops_and_resumes(tmp_path):
     raw, bin_ = _lm_data(tmp_path)
 
@@ -233,6 +236,7 @@ def test_bench_lm_patience_stops_and_resumes(tmp_path):
     assert bad.returncode == 1 and "another command line" in bad.stderr
 
 
+@pytest.mark.slow
 def test_train_only_then_decode_elsewhere_from_the_best_checkpoint_alone(tmp_path):
     """--train-only trains and stops before decoding; the same command without it decodes from a copy of --out
     that keeps only the best checkpoint's parameters (what comes back from a GPU machine), without retraining,
@@ -307,6 +311,7 @@ def test_a_converged_model_is_kept_and_a_copy_without_its_last_checkpoint_is_ref
         continue_past_bound(str(tmp_path), "x")
 
 
+@pytest.mark.slow
 def test_raising_the_bound_continues_training_from_the_last_checkpoint_and_decodes_again(tmp_path):
     data = toy_data(tmp_path)
     out = tmp_path / "out"

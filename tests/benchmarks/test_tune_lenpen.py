@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT
 from test_benchmark_seeds import run, toy_data
 
@@ -26,6 +27,7 @@ def generate(data, ckpt, out, *extra):
     return out
 
 
+@pytest.mark.slow
 def test_rerank_equals_decoding_with_each_lenpen(tmp_path):
     data = toy_data(tmp_path)
     save = tmp_path / "ckpt"

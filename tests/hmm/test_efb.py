@@ -246,6 +246,7 @@ def test_efb_equals_classic_and_brute_force(name):
             np.testing.assert_allclose(log_py[b].item(), math.log(py), rtol=1e-10)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_long_sequences_do_not_underflow(name):
     rng = np.random.default_rng(1)

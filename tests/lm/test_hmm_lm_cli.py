@@ -75,6 +75,7 @@ def valid_losses(proc):
     return [float(x) for x in re.findall(r"valid on 'valid' subset \| loss ([\d.]+)", proc.stderr + proc.stdout)]
 
 
+@pytest.mark.slow
 def test_train_and_eval_lm_agree(lm):
     save = lm / "brown"
     proc = fairseq("train", str(lm / "bin"), "--user-dir", USER_DIR, *COMMON, "--task", "language_modeling",
@@ -106,6 +107,7 @@ def eval_lm(lm, checkpoint, *args):
     return float(loss.group(1)), int(count.group(1).replace(",", "")), blocks
 
 
+@pytest.mark.slow
 def test_stream_mode_train_eval_lm_and_context_window(lm):
     """Stream mode: --sample-break-mode none blocks of L tokens in training (each from the start distribution)
     and in eval-lm without context (equal losses); with --context-window C eval-lm scores every block after
@@ -166,6 +168,7 @@ def test_stream_mode_train_eval_lm_and_context_window(lm):
           f"whole stream {bits(exact):.4f}")
 
 
+@pytest.mark.slow
 def test_block_context_items_are_the_stream_before_each_block(lm):
     """--task language_modeling_context --block-context C: every block's item is its C previous stream
     tokens (fewer at the start, with fairseq's </s> shift) then the block; the context targets are padding."""
@@ -205,6 +208,7 @@ def test_block_context_items_are_the_stream_before_each_block(lm):
         tasks.setup_task(bad).load_dataset("valid")
 
 
+@pytest.mark.slow
 def test_block_context_training_validates_like_eval_lm_context_window(lm):
     """Training and validation with --block-context C score log p(block | C previous tokens), which is what
     stock fairseq-eval-lm --context-window C reports (and differs from the blocks restarted)."""
@@ -223,6 +227,7 @@ def test_block_context_training_validates_like_eval_lm_context_window(lm):
     print(f"--block-context {C}: valid {losses[-1]:.3f}, eval-lm window {window:.4f}, restarted {restart:.4f}")
 
 
+@pytest.mark.slow
 def test_vlhmm_tagger_trains_and_tags(lm):
     proc = fairseq("train", str(lm), "--user-dir", USER_DIR, "--task", "sequence_tagging", "--train-file",
                    str(lm / "toy.conll"), "--tag-column", "1", "--lowercase", "--arch", "vlhmm_tagger",

@@ -149,6 +149,7 @@ def _potentials(lengths_mask, order, gen, n_rows):
     return [init, trans], make
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["sos", "mul"])
 @pytest.mark.parametrize("order", [0, 1])
 def test_agreement_gradient_through_forward_backward(order, kind):
@@ -221,6 +222,7 @@ def _posteriors(model, sample):
                                       sample["target"])
 
 
+@pytest.mark.slow
 def test_split_directions_give_the_joint_posteriors(joint):
     from hmm_nmt_align.loading import load_model, load_subset
 
@@ -242,6 +244,7 @@ def test_split_directions_give_the_joint_posteriors(joint):
         assert torch.allclose(_posteriors(both, sample), _posteriors(fwd, sample), atol=1e-6)  # joint = fwd
 
 
+@pytest.mark.slow
 def test_init_fwd_rev_load_the_given_weights(joint):
     from fairseq import checkpoint_utils
     from fairseq.data import Dictionary
@@ -261,6 +264,7 @@ def test_init_fwd_rev_load_the_given_weights(joint):
         build(ARCHS[1], dictionary=d, dim=8, layers=1, extra=["--share-all-embeddings", "--init-fwd", str(split / "fwd.pt")])
 
 
+@pytest.mark.slow
 def test_split_refuses_a_plain_checkpoint(joint, tmp_path):
     toy, _, split = joint
     proc = subprocess.run([sys.executable, "-m", "hmm_nmt_align.split_agreement", str(split / "fwd.pt"), "--out-dir",
@@ -268,6 +272,7 @@ def test_split_refuses_a_plain_checkpoint(joint, tmp_path):
     assert proc.returncode == 2 and "not an agreement checkpoint" in proc.stderr
 
 
+@pytest.mark.slow
 def test_align_with_the_exported_directions(joint, tmp_path):
     toy, _, split = joint
     out = tmp_path / "both.align"

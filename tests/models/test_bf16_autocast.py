@@ -54,6 +54,7 @@ def test_autocast_keeps_dp_logsumexp_and_accumulation_in_float32(arch, monkeypat
     assert abs(loss.item() - loss32.item()) < 0.02 * abs(loss32.item())
 
 
+@pytest.mark.slow
 def test_fairseq_train_cpu_bf16_is_autocast(scale_toy, tmp_path):
     toy = scale_toy
     proc = run("train", str(toy / "bin"), "--user-dir", USER_DIR, "--arch", "transformer_dhmm_first_order", *SMALL,

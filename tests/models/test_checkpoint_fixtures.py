@@ -46,6 +46,7 @@ def _compare(actual, expected, tol, where):
     return []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(cf.FIXTURES))
 def test_frozen_checkpoint_loads_and_scores_the_same(name):
     exp = EXPECTED[name]

@@ -52,6 +52,7 @@ def trained(request, toy):
     return request.param, save, losses
 
 
+@pytest.mark.slow
 def test_training_lowers_validation_loss(trained):
     _, save, losses = trained
     assert len(losses) == 4, losses
@@ -59,6 +60,7 @@ def test_training_lowers_validation_loss(trained):
     assert (save / "checkpoint_best.pt").exists()
 
 
+@pytest.mark.slow
 def test_generate_loads_checkpoint_and_prints_alignments(trained, toy):
     _, save, _ = trained
     proc = fairseq("generate", str(toy / "bin"), "--user-dir", USER_DIR, "--path", str(save / "checkpoint_best.pt"),
@@ -70,6 +72,7 @@ def test_generate_loads_checkpoint_and_prints_alignments(trained, toy):
     assert "weights_only" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_generate_translates_every_sentence_of_a_set_not_a_multiple_of_8(trained, toy):
     """fairseq 0.12 drops the last batch when it is not a multiple of --required-batch-size-multiple (8):
     the 60 valid sentences would come out as 56 (hmm_nmt.compat.batch_tail)."""
@@ -79,6 +82,7 @@ def test_generate_translates_every_sentence_of_a_set_not_a_multiple_of_8(trained
     assert sorted(int(i) for i in re.findall(r"^H-(\d+)\t", proc.stdout, re.M)) == list(range(60))
 
 
+@pytest.mark.slow
 def test_interactive_translates_and_refuses_empty_line(trained, toy):
     _, save, _ = trained
     first = open(toy / "raw" / "test.src").readline()
@@ -91,6 +95,7 @@ def test_interactive_translates_and_refuses_empty_line(trained, toy):
     assert "empty source sentence" in bad.stderr
 
 
+@pytest.mark.slow
 def test_hub_interface_translates(trained, toy):
     _, save, _ = trained
     from hmm_nmt.models.transformer_dhmm import TransformerDHMMModel
@@ -102,6 +107,7 @@ def test_hub_interface_translates(trained, toy):
     assert isinstance(out, str) and len(out.split()) >= 1
 
 
+@pytest.mark.slow
 def test_unknown_alignment_order_is_refused(toy):
     proc = fairseq("train", str(toy / "bin"), "--user-dir", USER_DIR, "--arch", "transformer_dhmm",
                    "--alignment-order", "2", "--max-update", "1", check=False)
@@ -109,6 +115,7 @@ def test_unknown_alignment_order_is_refused(toy):
     assert "--alignment-order" in proc.stderr and "invalid choice" in proc.stderr
 
 
+@pytest.mark.slow
 def test_missing_data_directory_is_refused(tmp_path):
     missing = tmp_path / "no-such-data-bin"
     proc = fairseq("train", str(missing), "--user-dir", USER_DIR, "--arch", "transformer_dhmm",
@@ -118,6 +125,7 @@ def test_missing_data_directory_is_refused(tmp_path):
     assert str(missing) in proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("order", [0, 1])
 def test_train_and_generate_with_topk_and_bf16(toy, order):
     save = toy / f"fast{order}"
@@ -148,6 +156,7 @@ def test_train_and_generate_with_topk_and_bf16(toy, order):
     assert scores[0] != scores[1]
 
 
+@pytest.mark.slow
 def test_topk_warmup_switches_at_the_trainer_update_count(toy):
     # fairseq's task calls model.set_num_updates every update: exact likelihood (no align_mass logged) for the
     # first 3 updates, then the top-1 bound (align_mass < 1 logged), for the updates fairseq-train counts
@@ -164,6 +173,7 @@ def test_topk_warmup_switches_at_the_trainer_update_count(toy):
     assert all(0 < float(r["align_mass"]) < 1 for r in logs[3:])
 
 
+@pytest.mark.slow
 def test_topk_schedule_prunes_then_trains_exactly_by_percentage_of_max_update(toy):
     # 1@0,0@50% with --max-update 6: the top-1 pruned likelihood (align_mass < 1 logged) for updates 1-3, the
     # exact one for 4-6; the percentage needs --max-update, which fairseq passes to the model's args
@@ -184,6 +194,7 @@ class _NotAllowListed:
     pass
 
 
+@pytest.mark.slow
 def test_checkpoint_loading_allow_list(trained, toy, tmp_path):
     """Stock and re-saved (averaged-style, omegaconf cfg) checkpoints load with weights_only; others do not."""
     import pickle

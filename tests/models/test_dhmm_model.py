@@ -185,6 +185,7 @@ def test_first_order_depends_on_the_predecessor():
     assert (plain[:, :, 0] - plain[:, :, 1]).abs().max() < 1e-5
 
 
+@pytest.mark.slow
 def test_parameter_count_within_a_few_percent_of_transformer():
     d = make_dict(32000)
     sizes = ["--share-all-embeddings"]

@@ -85,6 +85,7 @@ MODELS = {
 
 # the first order (with top-k), transformer_hnmc, transformer_iohmm and the taggers gave the same equality when
 # run once by hand (docs/scaling.md); the suite runs the zero order only, to stay short
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["dhmm0"])
 def test_two_gloo_processes_equal_one_process_with_update_freq(scale_toy, model):
     toy = scale_toy

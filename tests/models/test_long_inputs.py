@@ -74,6 +74,7 @@ CASES = [("transformer_dhmm", 0, "fp32", True), ("transformer_dhmm", 2, "fp32", 
          ("transformer_dhmm_first_order", 0, "bf16", False), ("transformer_dhmm_first_order", 2, "bf16", True)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch,topk,prec,decode", CASES)
 def test_500_tokens_train_score_decode(arch, topk, prec, decode):
     extra = ["--lexicon-topk", str(topk)] + (["--lexicon-dtype", "bf16"] if prec == "bf16" else [])
@@ -121,6 +122,7 @@ def test_length_one_source_and_a_batch_mixing_1_and_400(arch):
     assert loss_one.item() > 0
 
 
+@pytest.mark.slow
 def test_source_beyond_max_source_positions_is_fairseq_error(tmp_path, monkeypatch):
     """fairseq's own entry points, in-process (saves two interpreter starts)."""
     from fairseq_cli import preprocess, train

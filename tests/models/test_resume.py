@@ -33,6 +33,7 @@ def losses(text):
     return {int(r["num_updates"]): (r["loss"], r["nll_loss"], r.get("align_mass")) for r in logs}
 
 
+@pytest.mark.slow
 def test_sigkill_then_same_command_resumes_exactly(scale_toy):
     toy = scale_toy
     full = subprocess.run(command(toy, toy / "full"), env=ENV, cwd=ROOT, capture_output=True, text=True, timeout=600)

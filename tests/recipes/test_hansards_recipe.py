@@ -147,6 +147,7 @@ def test_run_sh_help_and_errors(tmp_path):
     assert p.returncode == 2 and "unknown model 'dhmm2'" in p.stderr
 
 
+@pytest.mark.slow
 def test_run_sh_end_to_end_tiny(tmp_path):
     """Raw files -> AER table with a first-order model trained for a few updates in both directions, and the
     agreement model (agree1) started from it (--init-from), trained once for both, split and aligned alike."""

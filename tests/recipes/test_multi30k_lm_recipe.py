@@ -8,6 +8,8 @@ import random
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PREPARE = os.path.join(ROOT, "examples", "multi30k_lm", "prepare.sh")
 ENV = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1",
@@ -38,6 +40,7 @@ def prepare(*args):
                           timeout=600)
 
 
+@pytest.mark.slow
 def test_local_corpus_ptb_text_brown_clusters_and_binarised(tmp_path):
     src = tmp_path / "task1"
     write_multi30k(src, gz=("train",))
@@ -63,6 +66,7 @@ def test_local_corpus_ptb_text_brown_clusters_and_binarised(tmp_path):
     assert m == 4 and all(wc[d.index(w)] >= 0 for w in words)
 
 
+@pytest.mark.slow
 def test_download_form_and_errors(tmp_path):
     src = tmp_path / "server"
     write_multi30k(src)

@@ -92,6 +92,7 @@ def test_prepare_errors_are_clear(tmp_path):
     assert p.returncode != 0 and "no test_2016_flickr file for 'de'" in p.stderr
 
 
+@pytest.mark.slow
 @needs_data
 def test_prepare_official_layout_download_cased_sentencepiece(tmp_path):
     """--download from a file:// mirror of the official data/task1 layout (raw/*.gz, plain tok/ files), with
@@ -143,6 +144,7 @@ def _table_rows(md):
     return header, body
 
 
+@pytest.mark.slow
 @needs_data
 def test_multi30k_smoke_benchmark_three_models(tmp_path):
     work = tmp_path / "work"
@@ -282,6 +284,7 @@ def test_multi30k_smoke_benchmark_three_models(tmp_path):
     assert p.returncode == 1 and "other training settings" in p.stderr and "lr: 0.001 -> 0.002" in p.stderr
 
 
+@pytest.mark.slow
 def test_benchmark_rejects_bad_data_dir(tmp_path):
     p = run([sys.executable, BENCH, "--data", str(tmp_path), "--out", str(tmp_path / "o"), "--max-update", "1"],
             check=False)

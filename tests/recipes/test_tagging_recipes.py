@@ -26,6 +26,7 @@ def test_recipe_help(name, tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_conll2003_recipe(tmp_path):
     r = recipe("conll2003", tmp_path, "--epochs", "2")
     assert r.returncode == 0, r.stderr[-3000:]
@@ -36,6 +37,7 @@ def test_conll2003_recipe(tmp_path):
     assert all(len(s.rows[0]) == 5 and is_valid(s.column(4), "iob1") for s in tagged)
 
 
+@pytest.mark.slow
 def test_conll2003_recipe_several_seeds_and_their_ensemble(tmp_path):
     r = recipe("conll2003", tmp_path, "--epochs", "2", "--seeds", "1 2")
     assert r.returncode == 0, r.stderr[-3000:]
@@ -50,6 +52,7 @@ def test_conll2003_recipe_several_seeds_and_their_ensemble(tmp_path):
     assert bad.returncode == 2 and "--units" in bad.stderr
 
 
+@pytest.mark.slow
 def test_ud_pos_recipe(tmp_path):
     r = recipe("ud_pos", tmp_path, "--epochs", "2")
     assert r.returncode == 0, r.stderr[-3000:]
@@ -60,6 +63,7 @@ def test_ud_pos_recipe(tmp_path):
     assert len(out) == len(gold) and all(len(line.split("\t")) == 11 for line in out[0].split("\n"))
 
 
+@pytest.mark.slow
 def test_conll2000_recipe(tmp_path):
     r = recipe("conll2000", tmp_path, "--epochs", "2", "--arch", "bilstm_tagger")
     assert r.returncode == 0, r.stderr[-3000:]

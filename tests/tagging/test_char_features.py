@@ -204,6 +204,7 @@ def test_lowercase_model_of_older_checkpoints_reads_original_case_as_lowercase(t
 
 
 # ------------------------------------------------------------------------------------------ (d) CLI
+@pytest.mark.slow
 def test_fairseq_train_and_tag_script_with_char_features(tmp_path):
     train = write(tmp_path / "train.txt", TRAIN * 4)
     dev = write(tmp_path / "dev.txt", TRAIN)
@@ -228,11 +229,7 @@ def test_fairseq_train_and_tag_script_with_char_features(tmp_path):
     lines = [x.split() for x in out.read_text().splitlines() if x.strip()]
     assert [x[0] for x in lines] == [w for s in EXTRA + TRAIN[:1] for w, _, _ in s] and all(len(x) == 4 for x in lines)
     # hmm-nmt-tag gives the model the raw words' characters (original case, unseen words included)
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
-    try:
-        import tag
-    finally:
-        sys.path.remove(os.path.join(ROOT, "scripts"))
+    from hmm_nmt.cli import tag
     model, task = tag.load(str(ckpt / "checkpoint_best.pt"), {})
     assert tag.uses_chars(model)
     words = [[w for w, _, _ in EXTRA[0]], ["Anna", "met"]]

@@ -77,6 +77,7 @@ def test_task_builds_document_units_with_o_tagged_separators(tmp_path):
         task_of(tmp_path, ["--tagging-unit", "document", "--tag-column", "1"])
 
 
+@pytest.mark.slow
 def test_conll2003_recipe_in_document_units(tmp_path):
     r = recipe("conll2003", tmp_path, "--epochs", "6", "--units", "document", "--", "--batch-size", "1")
     assert r.returncode == 0, r.stderr[-3000:]

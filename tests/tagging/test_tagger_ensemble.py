@@ -3,6 +3,7 @@ Viterbi path is the best valid path of the summed CRF scores (brute force), one 
 and the script tags with several checkpoints and refuses ones trained on other data."""
 import os
 
+import pytest
 import torch
 from conftest import load_tag_script, save_tagger_checkpoint
 from test_tagging_schemes_decoding import IOB1, make_task, valid_paths, write
@@ -84,6 +85,7 @@ def test_ensemble_without_crf_decodes_its_mean_probabilities_under_the_scheme(tm
         assert pred[b, :n].tolist() == list(best)
 
 
+@pytest.mark.slow
 def test_tag_script_ensemble_and_its_errors(tmp_path, capsys):
     args, task = make_task(tmp_path, "bilstm_crf_tagger", ["--tag-scheme", "bioes", "--char-embed-dim", "3",
                                                            "--char-hidden", "2"])

@@ -160,6 +160,7 @@ def test_pretrained_embeddings(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ learning
+@pytest.mark.slow
 def test_hnmc_taggers_beat_majority_baselines(tmp_path):
     train = conll_sample(str(tmp_path / "train.txt"), 500)
     args, task = task_for(tmp_path, train, "hnmc_cn_tagger",
@@ -218,6 +219,7 @@ def run(cmd, cwd):
     return subprocess.run(cmd, cwd=cwd, env=ENV, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_cli_trains_a_tagger_and_tags_a_file(tmp_path, capsys):
     train = conll_sample(str(tmp_path / "train.txt"), 120)
     r = run([sys.executable, "-m", "fairseq_cli.train", str(tmp_path), "--train-file", train,

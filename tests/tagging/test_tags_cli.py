@@ -3,6 +3,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 CONLL = """-DOCSTART- -X- -X- O
@@ -28,6 +30,7 @@ def run(*args):
                           env=env)
 
 
+@pytest.mark.slow
 def test_convert_iob1_to_bioes_and_back(tmp_path):
     src = tmp_path / "eng.train"
     src.write_text(CONLL)
@@ -45,6 +48,7 @@ def test_convert_iob1_to_bioes_and_back(tmp_path):
     assert "1 adjacent same-type entity pairs merged" in r.stderr
 
 
+@pytest.mark.slow
 def test_score_and_bad_input(tmp_path):
     gold = tmp_path / "gold"
     gold.write_text(CONLL)
