@@ -18,6 +18,7 @@ so both models train the same criterion on their output distributions (the chain
 sum_i log p(e_i | e_<i, f) = log p(E | F), which the DP computes).
 """
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 from fairseq.criterions import register_criterion
@@ -26,9 +27,11 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
     LabelSmoothedCrossEntropyCriterionConfig,
 )
 from fairseq.logging import metrics
+from torch import Tensor
 
 from hmm_nmt.hmm import direct
 from hmm_nmt.hmm.lexicon import mixture_log_prob_sum
+from hmm_nmt.options import probability
 
 
 @dataclass
@@ -43,11 +46,20 @@ class DHMMLabelSmoothedCrossEntropyConfig(LabelSmoothedCrossEntropyCriterionConf
 SMOOTHING = ("lexicon", "mixture")
 
 
-def dhmm_loss(model, net_output, target, eps, return_mass=False, smoothing="lexicon", prev_output_tokens=None):
-    """(smoothed loss, exact nll) summed over the batch, and the kept alignment mass with ``return_mass``.
+class DHMMLoss(NamedTuple):
+    """What :func:`dhmm_loss` returns, whatever the options."""
 
-    With ``--lexicon-topk`` the likelihood is restricted to the kept alignment positions (a lower bound);
-    the kept mass is the predicted alignment probability of the kept positions summed over target tokens.
+    loss: Tensor  #: the training loss (label-smoothed), summed over the batch
+    nll: Tensor  #: the exact negative log-likelihood, summed, detached
+    mass: Tensor  #: predicted alignment probability of the kept positions summed over target tokens (the
+    #: number of target tokens when nothing is pruned)
+
+
+def dhmm_loss(model, net_output, target, eps, smoothing="lexicon", prev_output_tokens=None) -> DHMMLoss:
+    """The direct HMM's loss of a batch (:class:`DHMMLoss`).
+
+    With ``--lexicon-topk`` the likelihood is restricted to the kept alignment positions (``bound``) or
+    renormalised over them (``pruned``); ``mass`` says how much predicted alignment probability was kept.
     ``smoothing="mixture"`` (see the module docstring) needs ``prev_output_tokens`` for the first order.
     """
     decoder = model.decoder
@@ -55,11 +67,10 @@ def dhmm_loss(model, net_output, target, eps, return_mass=False, smoothing="lexi
     tgt_mask = target.ne(decoder.padding_idx)
     if smoothing == "mixture" and eps > 0:
         loss, nll = _mixture_smoothed_loss(decoder, x, extra, target, tgt_mask, eps, prev_output_tokens)
-        return (loss, nll, tgt_mask.sum().to(loss.dtype)) if return_mass else (loss, nll)
+        return DHMMLoss(loss, nll, tgt_mask.sum().to(loss.dtype))
     if decoder.lexicon_topk and decoder.first_order is not None:
         ll, ll_gold, mass = decoder.pruned_first_order_loss(x, extra, target, eps)
-        loss, nll = -ll.sum(), -ll_gold.detach().sum()
-        return (loss, nll, mass.sum()) if return_mass else (loss, nll)
+        return DHMMLoss(-ll.sum(), -ll_gold.detach().sum(), mass.sum())
     row_mask = decoder.lexicon_rows(extra, tgt_mask)
     gold, mean = decoder.lexicon_scores(x, extra, target, row_mask)
     align = decoder.alignment_potentials(extra, row_mask)
@@ -71,13 +82,11 @@ def dhmm_loss(model, net_output, target, eps, return_mass=False, smoothing="lexi
     else:
         loss = -direct.log_likelihood(gold, tgt_mask, **align).sum()
         nll = loss.detach()
-    if not return_mass:
-        return loss, nll
     if "log_align" in align:  # predicted alignment mass on the kept positions (before any renormalisation)
         mass = (extra["log_align"].detach().exp() * row_mask).sum()
     else:
         mass = tgt_mask.sum().to(loss.dtype)
-    return loss, nll, mass
+    return DHMMLoss(loss, nll, mass)
 
 
 def _mixture_smoothed_loss(decoder, x, extra, target, tgt_mask, eps, prev_output_tokens):
@@ -93,8 +102,8 @@ def _mixture_smoothed_loss(decoder, x, extra, target, tgt_mask, eps, prev_output
     else:
         if prev_output_tokens is None:
             raise ValueError("--dhmm-smoothing mixture of a first-order model needs prev_output_tokens")
-        log_align = decoder._first_order_alignment(x, extra, prev_output_tokens, None)
-    weight, bias = decoder._output_weight_bias()
+        log_align = decoder.first_order_alignment(x, extra, prev_output_tokens, None)
+    weight, bias = decoder.output_weight_bias()
     smooth = mixture_log_prob_sum(src_feat, tgt_feat, log_align, weight, bias, tgt_mask,
                                   decoder.lexicon_chunk_size, decoder.lexicon_dtype).sum()
     eps_i = eps / (weight.size(0) - 1)  # fairseq's label_smoothed_nll_loss
@@ -114,15 +123,25 @@ class DHMMLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion)
             raise ValueError("dhmm_label_smoothed_cross_entropy does not support --ignore-prefix-size")
         if report_accuracy:
             raise ValueError("dhmm_label_smoothed_cross_entropy does not support --report-accuracy")
+        if not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(f"--label-smoothing must be in [0, 1), got {label_smoothing}")
         super().__init__(task, sentence_avg, label_smoothing)
         self.smoothing = dhmm_smoothing
+
+    @classmethod
+    def add_args(cls, parser):
+        super().add_args(parser)
+        # refused at parse time with the flag named (1.5 gave a negative loss, -0.1 a sharpened target)
+        for action in parser._actions:
+            if "--label-smoothing" in action.option_strings:
+                action.type = probability
 
     def forward(self, model, sample, reduce=True):
         if not hasattr(model.decoder, "lexicon_scores"):
             raise ValueError("dhmm_label_smoothed_cross_entropy needs a transformer_dhmm model "
                              f"(got {type(model).__name__}); use label_smoothed_cross_entropy instead")
         net_output = model(**sample["net_input"], features_only=True)
-        loss, nll, mass = dhmm_loss(model, net_output, sample["target"], self.eps, return_mass=True,
+        loss, nll, mass = dhmm_loss(model, net_output, sample["target"], self.eps,
                                     smoothing=self.smoothing,
                                     prev_output_tokens=sample["net_input"]["prev_output_tokens"])
         sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]

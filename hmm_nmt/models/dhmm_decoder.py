@@ -171,7 +171,8 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
     def reorder_incremental_state(self, incremental_state, new_order):
         return self._reorder_cache(incremental_state, new_order, "src", source_only=True)
 
-    def _output_weight_bias(self):
+    def output_weight_bias(self):
+        """(weight, bias) of the lexicon's output layer, the V x d matrix shared with the embeddings when tied."""
         proj = self.output_projection
         return proj.weight, proj.bias
 
@@ -185,7 +186,7 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
         src_feat, tgt_feat = features if features is not None else self.lexicon_features(x, extra["encoder_out"])
         b, i, j = row_mask.nonzero(as_tuple=True)
         hidden = torch.relu(src_feat[b, j] + tgt_feat[b, i])
-        weight, bias = self._output_weight_bias()
+        weight, bias = self.output_weight_bias()
         gold, mean = lexicon_scores(hidden, weight, bias, target[b, i], self.lexicon_chunk_size, self.lexicon_dtype)
         out_gold = gold.new_zeros(row_mask.shape)
         out_mean = gold.new_zeros(row_mask.shape)
@@ -226,7 +227,7 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
         """
         tgt_mask = target.ne(self.padding_idx)
         src_feat, tgt_feat = self.lexicon_features(x, extra["encoder_out"])
-        weight, bias = self._output_weight_bias()
+        weight, bias = self.output_weight_bias()
         logz = x.new_zeros(tgt_mask.shape + src_feat.shape[1:2],
                            dtype=accumulation_dtype(x.dtype))
 
@@ -268,7 +269,7 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
         return pruned.masked_fill(src_pad[:, None, :], direct.MASKED), idx
 
     # ------------------------------------------------------------------ first-order filtering
-    def _first_order_alignment(self, x, extra, prev_output_tokens, incremental_state):
+    def first_order_alignment(self, x, extra, prev_output_tokens, incremental_state=None):
         """Predicted alignment log p(b_i = j | e_<i, f) of the first-order model, by forward filtering.
 
         q_{i-1}(j') = p(b_{i-1} = j' | e_<i, f) is the normalised forward vector; the prediction for step i
@@ -297,7 +298,7 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
         if state is None:
             pred = log_init[:, 0]
         else:
-            weight, bias = self._output_weight_bias()
+            weight, bias = self.output_weight_bias()
             src_feat = self.lexicon_source(extra["encoder_out"], incremental_state)
             hidden = torch.relu(src_feat + state["tgt_feat"][:, None, :])  # (B, J, d)
             last = prev_output_tokens[:, -1:].expand(-1, hidden.size(1))
@@ -313,7 +314,7 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
                 src_lengths=None, return_all_hiddens=False):
         x, extra = self.extract_features(prev_output_tokens, encoder_out, incremental_state)
         if self.first_order is not None and not features_only:
-            extra["log_align"] = self._first_order_alignment(x, extra, prev_output_tokens, incremental_state)
+            extra["log_align"] = self.first_order_alignment(x, extra, prev_output_tokens, incremental_state)
         elif not features_only:
             extra["log_align"], extra["keep_idx"] = self.prune_alignment(extra["log_align"], extra["src_pad"])
         if "log_align" in extra:
@@ -321,7 +322,7 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
         if features_only:
             return x, extra
         src_feat, tgt_feat = self.lexicon_features(x, extra["encoder_out"], incremental_state)
-        weight, bias = self._output_weight_bias()
+        weight, bias = self.output_weight_bias()
         # the lexicon normalisers are part of the first-order filtering state, not needed otherwise
         keep_state = self.first_order is not None and incremental_state is not None
         log_probs = log_mixture(src_feat, tgt_feat, extra["log_align"], weight, bias, self.lexicon_chunk_size,

@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from fairseq.models import FairseqDecoder, FairseqLanguageModel, register_model, register_model_architecture
 
 from hmm_nmt.hmm.vlhmm import VLHMM, Constraints, read_word_clusters
+from hmm_nmt.options import positive_int, set_default
 
 logger = logging.getLogger(__name__)
 
@@ -100,18 +101,18 @@ class HMMLanguageModel(FairseqLanguageModel):
 
     @staticmethod
     def add_args(parser):
-        parser.add_argument("--num-states", type=int, help="|Z|, total number of HMM states")
-        parser.add_argument("--states-per-cluster", type=int, help="k, states per word cluster (|Z| = m k)")
-        parser.add_argument("--num-clusters", type=int, help="m (checked against --brown-clusters; sizes uniform)")
+        parser.add_argument("--num-states", type=positive_int, help="|Z|, total number of HMM states")
+        parser.add_argument("--states-per-cluster", type=positive_int, help="k, states per word cluster (|Z| = m k)")
+        parser.add_argument("--num-clusters", type=positive_int, help="m (checked against --brown-clusters; sizes uniform)")
         parser.add_argument("--brown-clusters", type=str, help="word partition: file of 'word cluster' lines")
         parser.add_argument("--constraint", choices=["brown", "uniform"],
                             help="emission support: Brown partition blocks, or uniform random sets (ablation)")
         parser.add_argument("--partition-seed", type=int, help="seed of the uniform support sets")
         parser.add_argument("--state-dropout", type=float, help="fraction of the states of each cluster dropped "
                                                                 "per batch in training (Algorithm 1)")
-        parser.add_argument("--hmm-embed-dim", type=int, help="h, size of the state/word embeddings and MLPs")
+        parser.add_argument("--hmm-embed-dim", type=positive_int, help="h, size of the state/word embeddings and MLPs")
         parser.add_argument("--parameterization", choices=["neural", "scalar"], help="factored neural or scalar")
-        parser.add_argument("--transition-chunk", type=int, help="rows per chunk of the transition normaliser")
+        parser.add_argument("--transition-chunk", type=positive_int, help="rows per chunk of the transition normaliser")
 
     @classmethod
     def build_model(cls, args, task):
@@ -147,9 +148,9 @@ def base_hmm_lm(args):
     args.num_clusters = getattr(args, "num_clusters", None)
     args.brown_clusters = getattr(args, "brown_clusters", None)
     args.constraint = getattr(args, "constraint", None) or "brown"
-    args.partition_seed = getattr(args, "partition_seed", None) or 0
+    set_default(args, "partition_seed", 0)
     sd = getattr(args, "state_dropout", None)
     args.state_dropout = 0.5 if sd is None else sd
-    args.hmm_embed_dim = getattr(args, "hmm_embed_dim", None) or 256
+    set_default(args, "hmm_embed_dim", 256)
     args.parameterization = getattr(args, "parameterization", None) or "neural"
-    args.transition_chunk = getattr(args, "transition_chunk", None) or 512
+    set_default(args, "transition_chunk", 512)

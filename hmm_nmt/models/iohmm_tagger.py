@@ -26,26 +26,27 @@ from fairseq.models import BaseFairseqModel, register_model, register_model_arch
 
 from hmm_nmt.hmm import iohmm
 from hmm_nmt.models.char_features import CharEncoder
+from hmm_nmt.options import nonnegative_int, positive_int
 
 
 @register_model("iohmm_tagger")
 class IOHMMTagger(BaseFairseqModel):
     @staticmethod
     def add_args(parser):
-        parser.add_argument("--embed-dim", type=int, metavar="D", help="word embedding size")
-        parser.add_argument("--iohmm-states", type=int, metavar="N", help="number of IOHMM states n")
+        parser.add_argument("--embed-dim", type=positive_int, metavar="D", help="word embedding size")
+        parser.add_argument("--iohmm-states", type=positive_int, metavar="N", help="number of IOHMM states n")
         parser.add_argument("--iohmm-context", choices=["none", "bilstm"],
                             help="u_t = word embedding (none), or joined with a BiLSTM state (bilstm)")
-        parser.add_argument("--context-hidden", type=int, metavar="H", help="BiLSTM size per direction")
-        parser.add_argument("--iohmm-state-hidden", type=int, metavar="H",
+        parser.add_argument("--context-hidden", type=positive_int, metavar="H", help="BiLSTM size per direction")
+        parser.add_argument("--iohmm-state-hidden", type=nonnegative_int, metavar="H",
                             help="hidden units of each state network N_j (0: linear)")
-        parser.add_argument("--iohmm-output-hidden", type=int, metavar="H",
+        parser.add_argument("--iohmm-output-hidden", type=nonnegative_int, metavar="H",
                             help="hidden units of each output network O_j (0: linear)")
         parser.add_argument("--iohmm-graph", choices=["ergodic", "left-to-right"], help="admissible transitions")
         parser.add_argument("--dropout", type=float, metavar="P", help="dropout on u_t")
-        parser.add_argument("--char-embed-dim", type=int, metavar="D",
+        parser.add_argument("--char-embed-dim", type=nonnegative_int, metavar="D",
                             help="character embedding size of the char BiLSTM word features (0: none)")
-        parser.add_argument("--char-hidden", type=int, metavar="H", help="char BiLSTM units per direction")
+        parser.add_argument("--char-hidden", type=positive_int, metavar="H", help="char BiLSTM units per direction")
 
     def __init__(self, args, word_dict, tag_dict, alphabet=None):
         super().__init__()

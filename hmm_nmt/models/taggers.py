@@ -55,6 +55,7 @@ from fairseq.models import BaseFairseqModel, register_model, register_model_arch
 from hmm_nmt.hmm.crf import LinearChainCRF
 from hmm_nmt.hmm.hnmc import make_architecture
 from hmm_nmt.models.char_features import CharEncoder
+from hmm_nmt.options import nonnegative_int, positive_int, set_default
 
 logger = logging.getLogger(__name__)
 
@@ -185,14 +186,14 @@ class SequenceTaggerModel(BaseFairseqModel):
         parser.add_argument("--tagger-architecture", "--hnmc-architecture", dest="tagger_architecture",
                             type=int, choices=[1, 2, 3],
                             help="1: model only; 2: model + feed-forward; 3: two models stacked")
-        parser.add_argument("--embed-dim", type=int, help="word embedding size")
+        parser.add_argument("--embed-dim", type=positive_int, help="word embedding size")
         parser.add_argument("--embed-path", type=str, help="pretrained word vectors (text: word v1 ... vD)")
         parser.add_argument("--freeze-embed", action="store_true", help="do not train the embeddings")
-        parser.add_argument("--hidden-size", type=int, help="hidden size (states/units, per direction) of arch 2/3")
-        parser.add_argument("--num-layers", type=int, help="stacked hidden sequence layers in arch 2/3 (K)")
-        parser.add_argument("--char-embed-dim", type=int,
+        parser.add_argument("--hidden-size", type=positive_int, help="hidden size (states/units, per direction) of arch 2/3")
+        parser.add_argument("--num-layers", type=positive_int, help="stacked hidden sequence layers in arch 2/3 (K)")
+        parser.add_argument("--char-embed-dim", type=nonnegative_int,
                             help="character embedding size of the char BiLSTM word features (0: none)")
-        parser.add_argument("--char-hidden", type=int, help="char BiLSTM units per direction (default 25)")
+        parser.add_argument("--char-hidden", type=positive_int, help="char BiLSTM units per direction (default 25)")
         parser.add_argument("--dropout", type=float, help="dropout on the embeddings")
         parser.add_argument("--singleton-unk", type=float, metavar="P",
                             help="at training, replace each training singleton by <unk> in the word embedding "
@@ -313,18 +314,18 @@ class SequenceTaggerModel(BaseFairseqModel):
 
 def base_tagger(args):
     args.tagger_architecture = getattr(args, "tagger_architecture", None) or 2
-    args.embed_dim = getattr(args, "embed_dim", None) or 100
+    set_default(args, "embed_dim", 100)
     args.embed_path = getattr(args, "embed_path", None)
     args.freeze_embed = getattr(args, "freeze_embed", False)
-    args.hidden_size = getattr(args, "hidden_size", None) or 32
-    args.num_layers = getattr(args, "num_layers", None) or 1
+    set_default(args, "hidden_size", 32)
+    set_default(args, "num_layers", 1)
     args.dropout = getattr(args, "dropout", None)
     if args.dropout is None:
         args.dropout = 0.0
     args.hnmc_activation = getattr(args, "hnmc_activation", None) or "melu"
-    args.char_embed_dim = getattr(args, "char_embed_dim", None) or 0
-    args.char_hidden = getattr(args, "char_hidden", None) or 25
-    args.singleton_unk = getattr(args, "singleton_unk", None) or 0.0
+    set_default(args, "char_embed_dim", 0)
+    set_default(args, "char_hidden", 25)
+    set_default(args, "singleton_unk", 0.0)
     if not 0.0 <= args.singleton_unk <= 1.0:
         raise ValueError(f"--singleton-unk {args.singleton_unk}: a probability in [0, 1] is needed")
 

@@ -41,6 +41,7 @@ from hmm_nmt.models.dhmm_decoder import DHMMEncoder, TransformerDHMMDecoder
 from hmm_nmt.models.dhmm_layers import DHMMCrossAttention, DHMMDecoderLayer, Linear  # noqa: F401  (re-exported)
 from hmm_nmt.models.first_order_alignment import FirstOrderAlignment  # noqa: F401  (re-exported)
 from hmm_nmt.models.topk_schedule import parse_topk_schedule
+from hmm_nmt.options import nonnegative_int, positive_int, probability, set_default
 
 
 @register_model("transformer_dhmm")
@@ -65,30 +66,31 @@ class TransformerDHMMModel(TransformerModel):
         TransformerModel.add_args(parser)
         parser.add_argument("--alignment-order", type=int, choices=[0, 1], metavar="{0,1}",
                             help="0: p(j | e_<i, f) (zero order); 1: p(j | j', e_<i, f) (first order)")
-        parser.add_argument("--lexicon-chunk-size", type=int, metavar="N",
+        parser.add_argument("--lexicon-chunk-size", type=positive_int, metavar="N",
                             help="(i, j) rows per lexicon chunk: bounds memory to N x vocabulary logits")
         parser.add_argument("--lexicon-dtype", choices=LEXICON_DTYPE_CHOICES, metavar="{fp32,bf16,auto}",
                             help="precision of the lexicon matmul (accumulation and DP stay fp32); auto: bf16 "
                                  "where the device multiplies bf16 natively (Ampere GPUs, AVX512-BF16/AMX CPUs), "
                                  "else fp32")
-        parser.add_argument("--lexicon-topk", type=int, metavar="K",
+        parser.add_argument("--lexicon-topk", type=nonnegative_int, metavar="K",
                             help="score the lexicon only at the K most probable source positions per target "
                                  "position (0: exact). Training: see --lexicon-topk-objective; decoding "
                                  "renormalises the alignment over the K positions")
-        parser.add_argument("--lexicon-topk-objective", choices=["bound", "pruned"],
-                            help="training criterion with --lexicon-topk: the sum over the kept alignment "
-                                 "positions, a lower bound of the exact likelihood (bound, default), or the exact "
-                                 "likelihood of the pruned model that decoding uses, the alignment renormalised "
-                                 "over the kept positions at every step (pruned)")
-        parser.add_argument("--lexicon-topk-warmup", type=int, metavar="N",
+        # an explicit default, as --dhmm-layers: checkpoints saved before it have None, and keep bound
+        parser.add_argument("--lexicon-topk-objective", choices=["bound", "pruned"], default="pruned",
+                            help="training criterion with --lexicon-topk: the exact likelihood of the pruned "
+                                 "model that decoding uses, the alignment renormalised over the kept positions at "
+                                 "every step (pruned, default), or the sum over the kept positions, a lower bound "
+                                 "of the exact likelihood that lets the alignment collapse (bound)")
+        parser.add_argument("--lexicon-topk-warmup", type=nonnegative_int, metavar="N",
                             help="train the exact likelihood for the first N updates, then with --lexicon-topk "
                                  "(validation and decoding always use K)")
         parser.add_argument("--lexicon-topk-schedule", metavar="K@U,...",
                             help="training K by update: K@U trains with K from update U on (U: a count, or a "
                                  "percentage of --max-update such as 80%%); e.g. 4@0,0@80%% prunes to 4 positions, "
                                  "then trains exactly for the last 20%% of the updates. Validation and decoding use "
-                                 "--lexicon-topk (0: exact). Under scripts/fairseq_instrumented.py (the benchmarks) a "
-                                 "--patience plateau starts the next step early instead of stopping")
+                                 "--lexicon-topk (0: exact). With --patience, a validation plateau starts the next step "
+                                 "early instead of stopping training")
         # an explicit default (fairseq's model options are otherwise left unset): saved args of checkpoints
         # from before this option lack it, and _dhmm_defaults gives those the layout they were trained with
         parser.add_argument("--dhmm-layers", choices=["all", "last"], default=DEFAULT_DHMM_LAYERS,
@@ -96,9 +98,9 @@ class TransformerDHMMModel(TransformerModel):
                                  "weighted sum outside the ReLU, no residual): only the last one, which gives the "
                                  "alignment, the others keeping fairseq's cross-attention (last, default; "
                                  "docs/quality.md), or every layer as in the paper (all)")
-        parser.add_argument("--lexicon-dropout", type=float, metavar="P",
+        parser.add_argument("--lexicon-dropout", type=probability, metavar="P",
                             help="dropout on the lexicon's inputs W5 h_j and W6 s_i in training (default 0)")
-        parser.add_argument("--max-jump", type=int, metavar="M",
+        parser.add_argument("--max-jump", type=positive_int, metavar="M",
                             help="first order: jump widths |j - j'| are clipped at M for the jump bias")
 
     @classmethod
@@ -117,6 +119,8 @@ class TransformerDHMMModel(TransformerModel):
             raise ValueError(f"--lexicon-dropout must be in [0, 1), got {args.lexicon_dropout}")
         if args.lexicon_chunk_size < 1:
             raise ValueError(f"--lexicon-chunk-size must be positive, got {args.lexicon_chunk_size}")
+        if args.max_jump < 1:
+            raise ValueError(f"--max-jump must be positive, got {args.max_jump}")
         return super().build_model(args, task)
 
     @classmethod
@@ -214,22 +218,21 @@ DEFAULT_DHMM_LAYERS = "last"
 
 
 def _dhmm_defaults(args):
-    args.alignment_order = getattr(args, "alignment_order", None)
-    if args.alignment_order is None:
-        args.alignment_order = 0
-    args.lexicon_chunk_size = getattr(args, "lexicon_chunk_size", None) or 1024
-    args.lexicon_dtype = getattr(args, "lexicon_dtype", None) or "fp32"
-    args.max_jump = getattr(args, "max_jump", None) or 16
-    args.lexicon_topk = getattr(args, "lexicon_topk", None) or 0
-    args.lexicon_topk_warmup = getattr(args, "lexicon_topk_warmup", None) or 0
-    args.lexicon_topk_schedule = getattr(args, "lexicon_topk_schedule", None) or ""
-    args.lexicon_topk_objective = getattr(args, "lexicon_topk_objective", None) or "bound"
+    set_default(args, "alignment_order", 0)
+    set_default(args, "lexicon_chunk_size", 1024)
+    set_default(args, "lexicon_dtype", "fp32")
+    set_default(args, "max_jump", 16)
+    set_default(args, "lexicon_topk", 0)
+    set_default(args, "lexicon_topk_warmup", 0)
+    set_default(args, "lexicon_topk_schedule", "")
+    # the option's default is pruned (add_args); a checkpoint saved before that default has None: bound
+    set_default(args, "lexicon_topk_objective", "bound")
     if not hasattr(args, "dhmm_layers"):
         # a checkpoint trained before --dhmm-layers existed: Eq. 6 was in every layer
         args.dhmm_layers = "all"
     elif args.dhmm_layers is None:
         args.dhmm_layers = DEFAULT_DHMM_LAYERS
-    args.lexicon_dropout = getattr(args, "lexicon_dropout", None) or 0.0
+    set_default(args, "lexicon_dropout", 0.0)
 
 
 def dhmm_base_architecture(args):

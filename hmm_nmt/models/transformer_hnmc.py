@@ -52,6 +52,7 @@ from torch import Tensor
 from hmm_nmt.hmm.hnmc import HNMCLayer
 from hmm_nmt.hmm.precision import upcast
 from hmm_nmt.models.chain_output_decoder import HNMCOutputDecoder
+from hmm_nmt.options import positive_int, set_default
 
 
 class HNMCDecoder(FairseqIncrementalDecoder):
@@ -169,7 +170,7 @@ class TransformerHNMCModel(TransformerModel):
     @staticmethod
     def add_args(parser):
         TransformerModel.add_args(parser)
-        parser.add_argument("--hnmc-states", type=int, metavar="N", help="hidden states of the HNMC decoder")
+        parser.add_argument("--hnmc-states", type=positive_int, metavar="N", help="hidden states of the HNMC decoder")
         parser.add_argument("--hnmc-activation", choices=["melu", "exp", "sigmoid"],
                             help="positive last activation of the HNMC network")
         parser.add_argument("--hnmc-decoder", choices=["transformer", "chain"],
@@ -201,6 +202,6 @@ def transformer_hnmc(args):
     # checkpoints of the chain-only decoder predate the option: load them with
     # --model-overrides "{'hnmc_decoder': 'chain'}"
     args.hnmc_decoder = getattr(args, "hnmc_decoder", None) or "transformer"
-    args.hnmc_states = getattr(args, "hnmc_states", None) or (32 if args.hnmc_decoder == "transformer" else 128)
+    set_default(args, "hnmc_states", 32 if args.hnmc_decoder == "transformer" else 128)
     args.hnmc_activation = getattr(args, "hnmc_activation", None) or "exp"
     base_architecture(args)

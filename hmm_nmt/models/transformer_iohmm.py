@@ -44,6 +44,7 @@ from torch.utils.checkpoint import checkpoint
 
 from hmm_nmt.hmm import iohmm
 from hmm_nmt.models.chain_output_decoder import IOHMMOutputDecoder
+from hmm_nmt.options import nonnegative_int, positive_int, set_default
 
 
 @register_model("transformer_iohmm")
@@ -53,14 +54,14 @@ class TransformerIOHMMModel(FairseqEncoderDecoderModel):
     @staticmethod
     def add_args(parser):
         TransformerModel.add_args(parser)
-        parser.add_argument("--iohmm-states", type=int, metavar="N", help="number of IOHMM states n")
-        parser.add_argument("--iohmm-output-dim", type=int, metavar="D",
+        parser.add_argument("--iohmm-states", type=positive_int, metavar="N", help="number of IOHMM states n")
+        parser.add_argument("--iohmm-output-dim", type=positive_int, metavar="D",
                             help="hidden size of each output network O_j (= decoder-embed-dim to tie embeddings)")
-        parser.add_argument("--iohmm-state-hidden", type=int, metavar="H",
+        parser.add_argument("--iohmm-state-hidden", type=nonnegative_int, metavar="H",
                             help="hidden units of each state network N_j (0: linear softmax layer)")
         parser.add_argument("--iohmm-graph", choices=["ergodic", "left-to-right"],
                             help="admissible transitions: all, or j -> j..j+2 (Bakis)")
-        parser.add_argument("--iohmm-chunk-elements", type=int, metavar="E",
+        parser.add_argument("--iohmm-chunk-elements", type=positive_int, metavar="E",
                             help="largest positions x states x vocab block computed at once (chain decoder)")
         parser.add_argument("--iohmm-decoder", choices=["transformer", "chain"],
                             help="transformer (default): the IOHMM is the output structure over a "
@@ -267,13 +268,13 @@ def transformer_iohmm(args):
     # checkpoints of the chain-only decoder predate the option: load them with
     # --model-overrides "{'iohmm_decoder': 'chain'}"
     args.iohmm_decoder = getattr(args, "iohmm_decoder", None) or "transformer"
-    args.iohmm_states = getattr(args, "iohmm_states", None) or 16
-    args.iohmm_state_hidden = getattr(args, "iohmm_state_hidden", None) or 0
+    set_default(args, "iohmm_states", 16)
+    set_default(args, "iohmm_state_hidden", 0)
     args.iohmm_graph = getattr(args, "iohmm_graph", None) or "ergodic"
-    args.iohmm_chunk_elements = getattr(args, "iohmm_chunk_elements", None) or 2 ** 24
+    set_default(args, "iohmm_chunk_elements", 2 ** 24)
     transformer_base_architecture(args)
     if getattr(args, "max_source_positions", None) is None:
         args.max_source_positions = DEFAULT_MAX_SOURCE_POSITIONS
     if getattr(args, "max_target_positions", None) is None:
         args.max_target_positions = DEFAULT_MAX_TARGET_POSITIONS
-    args.iohmm_output_dim = getattr(args, "iohmm_output_dim", None) or args.decoder_embed_dim
+    set_default(args, "iohmm_output_dim", args.decoder_embed_dim)

@@ -32,7 +32,7 @@ def test_autocast_keeps_dp_logsumexp_and_accumulation_in_float32(arch, monkeypat
     with torch.autocast("cpu", dtype=torch.bfloat16):
         x, extra = model(src, lens, prev, features_only=True)
         assert x.dtype == torch.bfloat16  # autocast is on: the decoder's linear layers ran in bf16
-        loss, nll = dhmm_loss(model, (x, extra), tgt, 0.1)
+        loss, nll, _ = dhmm_loss(model, (x, extra), tgt, 0.1)
     loss.backward()
     # the DP ran under autocast on float32 potentials (lexicon scores, alignment) and returned float32
     assert seen and all(on and ins == {torch.float32} and outs == {torch.float32} for _, on, ins, outs in seen), seen
@@ -50,7 +50,7 @@ def test_autocast_keeps_dp_logsumexp_and_accumulation_in_float32(arch, monkeypat
     torch.testing.assert_close(gold, ref_gold)  # fp32 lexicon (--lexicon-dtype fp32): no bf16 rounding inside
     # and the loss is the fp32 loss up to bf16 rounding of the transformer layers (8 bits of mantissa)
     model.zero_grad()
-    loss32, _ = dhmm_loss(model, model(src, lens, prev, features_only=True), tgt, 0.1)
+    loss32, _, _ = dhmm_loss(model, model(src, lens, prev, features_only=True), tgt, 0.1)
     assert abs(loss.item() - loss32.item()) < 0.02 * abs(loss32.item())
 
 

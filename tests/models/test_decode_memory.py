@@ -63,7 +63,7 @@ def test_beam_search_workspace_and_step_outputs(arch):
             step, extra = model.decoder(prev, encoder_out=enc, incremental_state=inc)
             x, _ = model.decoder.extract_features(prev, encoder_out=enc)
             src_feat, tgt_feat = model.decoder.lexicon_features(x, extra["encoder_out"])
-            weight, bias = model.decoder._output_weight_bias()
+            weight, bias = model.decoder.output_weight_bias()
             logits = torch.relu(src_feat[:, None] + tgt_feat[:, -1:, None]) @ weight.t()
             lex = torch.log_softmax(logits if bias is None else logits + bias, -1)
             ref = torch.logsumexp(extra["log_align"][..., None] + lex, dim=2)

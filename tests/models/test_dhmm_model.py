@@ -1,7 +1,10 @@
 """transformer_dhmm: distributions, incremental decoding, criterion, posteriors, parameter count."""
+import argparse
+
 import pytest
 import torch
 from dhmm_testlib import batch, build, make_dict
+from fairseq import options
 from fairseq.sequence_generator import SequenceGenerator
 
 from hmm_nmt.criterions.dhmm_label_smoothed_cross_entropy import dhmm_loss
@@ -75,7 +78,7 @@ def test_criterion_eps0_equals_nll_of_the_mixture(model):
     log_probs, _ = m(src, lens, prev)
     tgt_mask = target.ne(d.pad())
     brute = -log_probs.gather(-1, target[..., None]).squeeze(-1)[tgt_mask].sum()
-    loss, nll = dhmm_loss(m, m(src, lens, prev, features_only=True), target, 0.0)
+    loss, nll, _ = dhmm_loss(m, m(src, lens, prev, features_only=True), target, 0.0)
     torch.testing.assert_close(loss, brute)
     torch.testing.assert_close(nll, brute)
 
@@ -98,7 +101,7 @@ def test_label_smoothing_is_applied_to_the_lexicon_inside_the_sum(model):
     align = m.decoder.alignment_potentials(extra, None)
     expected = -direct.log_likelihood(ls, tgt_mask, **align).sum()
     expected_nll = -direct.log_likelihood(gold, tgt_mask, **align).sum()
-    loss, nll = dhmm_loss(m, (x, extra), target, eps)
+    loss, nll, _ = dhmm_loss(m, (x, extra), target, eps)
     torch.testing.assert_close(loss, expected)
     torch.testing.assert_close(nll, expected_nll)
     assert (loss - nll).abs() > 1e-3  # the smoothing term really enters (its sign depends on the random model)
@@ -111,7 +114,7 @@ def test_chunked_equals_unchunked_values_and_gradients(model):
     for chunk in (1, 3, 10 ** 6):
         m.zero_grad()
         m.decoder.lexicon_chunk_size = chunk
-        loss, _ = dhmm_loss(m, m(src, lens, prev, features_only=True), target, 0.1)
+        loss, _, _ = dhmm_loss(m, m(src, lens, prev, features_only=True), target, 0.1)
         loss.backward()
         results.append((loss.detach(), [p.grad.clone() for p in m.parameters() if p.grad is not None]))
     m.decoder.lexicon_chunk_size = 1024
@@ -148,7 +151,7 @@ def test_beam_hypothesis_score_equals_forward_likelihood(model):
         for hyp in hyps:
             tokens = hyp["tokens"]
             prev = torch.cat([tokens.new_tensor([d.eos()]), tokens[:-1]])[None]
-            loss, _ = dhmm_loss(m, m(src[b:b + 1], lens[b:b + 1], prev, features_only=True), tokens[None], 0.0)
+            loss, _, _ = dhmm_loss(m, m(src[b:b + 1], lens[b:b + 1], prev, features_only=True), tokens[None], 0.0)
             # fairseq's generator keeps lprobs and scores in float32 (utils.log_softmax), whatever the model's
             # dtype: a few float32 roundings of terms of size ~1 per token, far inside 1e-4
             torch.testing.assert_close(-loss.float(), hyp["positional_scores"].sum(), atol=1e-4, rtol=1e-5)
@@ -239,9 +242,10 @@ def test_lexicon_dropout_only_in_training(arch):
     assert (a - losses[0]).abs() > 1e-3
 
 
-def test_lexicon_dropout_out_of_range_is_refused():
-    with pytest.raises(ValueError, match="--lexicon-dropout"):
+def test_lexicon_dropout_out_of_range_is_refused(capsys):
+    with pytest.raises(SystemExit) as e:  # argparse's one-line error, before anything is built
         build("transformer_dhmm", extra=["--lexicon-dropout", "1.0"])
+    assert e.value.code == 2 and "argument --lexicon-dropout: must be in [0, 1), got 1.0" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("arch", [a for a, _ in ORDERS])
@@ -254,7 +258,7 @@ def test_mixture_smoothing_is_fairseqs_label_smoothing_of_the_output_distributio
     src, lens, prev, target = batch(d)
     eps = 0.1
     m.zero_grad()
-    loss, nll = dhmm_loss(m, m(src, lens, prev, features_only=True), target, eps, smoothing="mixture",
+    loss, nll, _ = dhmm_loss(m, m(src, lens, prev, features_only=True), target, eps, smoothing="mixture",
                           prev_output_tokens=prev)
     loss.backward()
     ours = {n: p.grad.clone() for n, p in m.named_parameters() if p.grad is not None}
@@ -267,7 +271,7 @@ def test_mixture_smoothing_is_fairseqs_label_smoothing_of_the_output_distributio
     torch.testing.assert_close(nll, ref_nll.detach())
     for name, g in ours.items():
         torch.testing.assert_close(g, m.get_parameter(name).grad, msg=name)
-    lexicon, _ = dhmm_loss(m, m(src, lens, prev, features_only=True), target, eps)
+    lexicon, _, _ = dhmm_loss(m, m(src, lens, prev, features_only=True), target, eps)
     assert (lexicon - loss).abs() > 1e-3  # really another criterion than the paper's
 
 
@@ -288,3 +292,37 @@ def test_dhmm_layers_default_and_checkpoints_from_before_the_option():
     old = Namespace()  # the saved args of a checkpoint trained before the option existed
     transformer_dhmm(old)
     assert old.dhmm_layers == "all"
+
+
+@pytest.mark.parametrize("flag,value,message", [
+    ("--lexicon-chunk-size", "0", "must be >= 1, got 0"), ("--lexicon-chunk-size", "-5", "must be >= 1, got -5"),
+    ("--max-jump", "0", "must be >= 1, got 0"), ("--lexicon-topk", "-1", "must be >= 0, got -1"),
+    ("--lexicon-topk-warmup", "-3", "must be >= 0, got -3"), ("--lexicon-chunk-size", "x", "an integer is needed"),
+])
+def test_size_options_out_of_range_are_refused_with_the_flag_named(flag, value, message, capsys):
+    # refused, never replaced by the default (`x or 1024` turned 0 into 1024 silently)
+    with pytest.raises(SystemExit) as e:
+        build("transformer_dhmm_first_order", extra=[flag, value])
+    assert e.value.code == 2 and f"argument {flag}: {message}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["1.5", "-0.1", "1"])
+def test_label_smoothing_out_of_range_is_refused_by_the_dhmm_criterion(value, capsys):
+    argv = ["/nonexistent", "--arch", "transformer_dhmm", "--criterion", "dhmm_label_smoothed_cross_entropy",
+            "--label-smoothing", value]
+    with pytest.raises(SystemExit) as e:
+        options.parse_args_and_arch(options.get_training_parser(), argv)
+    assert e.value.code == 2 and "argument --label-smoothing: must be in [0, 1)" in capsys.readouterr().err
+    args = options.parse_args_and_arch(options.get_training_parser(), argv[:-1] + ["0.1"])
+    assert args.label_smoothing == 0.1
+
+
+def test_explicit_sizes_are_kept_and_the_topk_objective_defaults_to_pruned():
+    m, _ = build("transformer_dhmm_first_order", extra=["--lexicon-chunk-size", "3", "--max-jump", "1"])
+    assert m.decoder.lexicon_chunk_size == 3 and m.args.max_jump == 1
+    assert m.args.lexicon_topk_objective == "pruned"  # the parser's default for new models
+    from hmm_nmt.models.transformer_dhmm import _dhmm_defaults
+
+    old = argparse.Namespace(lexicon_topk_objective=None)  # saved before the default existed: the bound
+    _dhmm_defaults(old)
+    assert old.lexicon_topk_objective == "bound" and old.lexicon_chunk_size == 1024 and old.max_jump == 16

@@ -16,7 +16,7 @@ ARCHS = ["transformer_dhmm", "transformer_dhmm_first_order"]
 def loss_and_grads(m, d, eps=0.1):
     src, lens, prev, target = batch(d)
     m.zero_grad()
-    loss, nll, mass = dhmm_loss(m, m(src, lens, prev, features_only=True), target, eps, return_mass=True)
+    loss, nll, mass = dhmm_loss(m, m(src, lens, prev, features_only=True), target, eps)
     loss.backward()
     return loss.detach(), nll, mass, {n: p.grad.clone() for n, p in m.named_parameters() if p.grad is not None}
 
@@ -49,8 +49,8 @@ def test_topk_covering_every_position_is_exact(arch, objective):
 def test_pruned_likelihood_is_a_lower_bound(arch, k):
     exact, pruned, d = twins(arch, [], ["--lexicon-topk", str(k)])
     src, lens, prev, target = batch(d)
-    full, _ = dhmm_loss(exact, exact(src, lens, prev, features_only=True), target, 0.0)
-    low, _, mass = dhmm_loss(pruned, pruned(src, lens, prev, features_only=True), target, 0.0, return_mass=True)
+    full, _, _ = dhmm_loss(exact, exact(src, lens, prev, features_only=True), target, 0.0)
+    low, _, mass = dhmm_loss(pruned, pruned(src, lens, prev, features_only=True), target, 0.0)
     assert low >= full - 1e-9  # losses are negative log-likelihoods
     assert 0 < mass < 8.0
 
@@ -122,12 +122,12 @@ def test_pruned_objective_is_the_likelihood_decoding_scores(arch, k):
     m, bound, d = twins(arch, ["--lexicon-topk", str(k), "--lexicon-topk-objective", "pruned"],
                         ["--lexicon-topk", str(k)])
     src, lens, prev, target = batch(d)
-    loss, nll = dhmm_loss(m, m(src, lens, prev, features_only=True), target, 0.0)
+    loss, nll, _ = dhmm_loss(m, m(src, lens, prev, features_only=True), target, 0.0)
     lprobs, _ = m(src, lens, prev)
     scored = lprobs.gather(-1, target[..., None]).squeeze(-1).masked_fill(target.eq(d.pad()), 0.0).sum()
     torch.testing.assert_close(loss, -scored)
     torch.testing.assert_close(nll, -scored)
-    loose, _ = dhmm_loss(bound, bound(src, lens, prev, features_only=True), target, 0.0)
+    loose, _, _ = dhmm_loss(bound, bound(src, lens, prev, features_only=True), target, 0.0)
     assert loss <= loose + 1e-9
     if k < 3:
         assert loss < loose - 1e-4  # something was pruned, and the bound paid for it
