@@ -7,7 +7,7 @@ split into stages, each a module of one idea, over a few shared helpers:
 * :mod:`benchmarks.common`: repository paths, :class:`~benchmarks.common.BenchmarkError`, atomic file I/O;
 * :mod:`benchmarks.progress`: status lines on stderr, durations and the ETA of a whole benchmark;
 * :mod:`benchmarks.fairseq_runner`: running fairseq-train / fairseq-generate in a child process
-  (``scripts/fairseq_instrumented.py``), forwarding Ctrl-C / SIGTERM, and the registry preflight;
+  (``benchmarks/fairseq_instrumented.py``), forwarding Ctrl-C / SIGTERM, and the registry preflight;
 * :mod:`benchmarks.logs`: parsing fairseq's training logs and fairseq-generate's output (1-best, n-best, timer);
 * :mod:`benchmarks.scoring`: sacrebleu BLEU / TER / chrF (``-tok none -lc``);
 * :mod:`benchmarks.slots`: the benchmark's model slots and their per-slot overrides;

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Run a fairseq command line tool in this process and measure it.
 
-    python scripts/fairseq_instrumented.py train STATS.json -- <fairseq-train arguments>
-    python scripts/fairseq_instrumented.py generate STATS.json -- <fairseq-generate arguments>
+    python benchmarks/fairseq_instrumented.py train STATS.json -- <fairseq-train arguments>
+    python benchmarks/fairseq_instrumented.py generate STATS.json -- <fairseq-generate arguments>
 
 The tool runs exactly as its console script would (``fairseq_cli.<tool>.cli_main``); in addition this wrapper
 writes STATS.json (atomically, every few seconds and at exit) with
@@ -27,12 +27,8 @@ only, so a resumed run would start counting afresh and stop later than an uninte
 stores the counter in every checkpoint's ``extra_state`` (``hmm_nmt_patience``) and restores it when
 fairseq loads a checkpoint, so a run resumed from ``checkpoint_last.pt`` stops at the same validation.
 
-A plateau ends a pruned phase before it ends the run: when patience would stop a model whose
-``--lexicon-topk-schedule`` has a step still to come (``dhmm0_fast``: ``4@0,0@80%``), the wrapper starts that
-step now (the model's ``advance_topk_schedule``), resets the count (the best value stays) and trains on; the
-updates where this happened go to STATS.json (``topk_switches``) and to every checkpoint's ``extra_state``
-(``hmm_nmt_topk_switches``), and are applied again on resume.  So the exact phase starts when the pruned one
-has converged, and patience then judges the exact phase.
+A plateau ends a pruned phase before it ends the run (the plugin's rule, ``hmm_nmt.compat.topk_plateau``): the
+updates where a ``--lexicon-topk-schedule`` step started early go to STATS.json (``topk_switches``).
 
 Stats of an interrupted run survive up to the last periodic write, so a benchmark that resumes training
 from a checkpoint can add up the measured steps of every run.
@@ -138,13 +134,12 @@ def _instrument_train_step(stats):
 
 
 PATIENCE_KEY = "hmm_nmt_patience"
-SWITCHES_KEY = "hmm_nmt_topk_switches"
 
 
-def _advance_schedules(trainer, updates):
-    model = getattr(trainer.model, "module", trainer.model)  # unwrap DDP / legacy wrappers
-    hooks = [m.advance_topk_schedule for m in model.modules() if hasattr(m, "advance_topk_schedule")]
-    return any([hook(updates) for hook in hooks])  # a list: every module moves, not only the first
+def _plugin_switches():
+    # recorded by the plugin (imported by fairseq as --user-dir, after this wrapper started)
+    plateau = sys.modules.get("hmm_nmt.compat.topk_plateau")
+    return plateau.switches() if plateau is not None else []
 
 
 def _instrument_validation_and_patience(stats):
@@ -153,13 +148,11 @@ def _instrument_validation_and_patience(stats):
     from fairseq_cli import train as train_cli
 
     stats.data.update(validations=[], valid_seconds=0.0, stop_reason=None, topk_switches=[])
-    state = {"trainer": None, "switches": []}  # switches: of the whole training, resumed ones included
     original_validate = train_cli.validate
     original_stop = train_cli.should_stop_early
     original_save, original_load = Trainer.save_checkpoint, Trainer.load_checkpoint
 
     def validate(cfg, trainer, task, epoch_itr, subsets, *args, **kwargs):
-        state["trainer"] = trainer
         t0 = time.time()
         rec = {"updates": trainer.get_num_updates(), "epoch": epoch_itr.epoch,
                "elapsed_s": t0 - stats.data["started"], "cpu_s": _cpu_seconds(),
@@ -169,30 +162,11 @@ def _instrument_validation_and_patience(stats):
         rec["value"] = None if not out or out[0] is None else float(out[0])
         stats.data["valid_seconds"] += rec["valid_seconds"]
         stats.data["validations"].append(rec)
+        stats.data["topk_switches"] = _plugin_switches()
         stats.write(force=True)
         return out
 
-    def would_stop(cfg, valid_loss):
-        # fairseq's rule, read without counting (its own call would log "early stop", which ends a run's log)
-        counter, patience = train_cli.should_stop_early, cfg.checkpoint.patience
-        best = getattr(counter, "best", None)
-        if valid_loss is None or patience <= 0 or best is None:
-            return False
-        better = valid_loss > best if cfg.checkpoint.maximize_best_checkpoint_metric else valid_loss < best
-        return not better and getattr(counter, "num_runs", 0) + 1 >= patience
-
     def should_stop_early(cfg, valid_loss):
-        trainer = state["trainer"]
-        if trainer is not None and would_stop(cfg, valid_loss):
-            updates = trainer.get_num_updates()
-            if _advance_schedules(trainer, updates):
-                train_cli.should_stop_early.num_runs = 0
-                state["switches"].append(updates)
-                stats.data["topk_switches"].append(updates)
-                stats.write(force=True)
-                train_cli.logger.info(f"lexicon top-k schedule: no improvement for {cfg.checkpoint.patience} "
-                                      f"validations, so its next step starts at update {updates}; training goes on")
-                return False
         stop = original_stop(cfg, valid_loss)
         if stop:
             stats.data["stop_reason"] = "patience"
@@ -204,8 +178,7 @@ def _instrument_validation_and_patience(stats):
         if hasattr(counter, "best"):
             extra_state = dict(extra_state, **{PATIENCE_KEY: {"best": counter.best,
                                                               "num_runs": getattr(counter, "num_runs", 0)}})
-        if state["switches"]:
-            extra_state = dict(extra_state, **{SWITCHES_KEY: list(state["switches"])})
+        stats.data["topk_switches"] = _plugin_switches()
         return original_save(self, filename, extra_state)
 
     def load_checkpoint(self, *args, **kwargs):
@@ -214,9 +187,7 @@ def _instrument_validation_and_patience(stats):
         if saved is not None:
             train_cli.should_stop_early.best = saved["best"]
             train_cli.should_stop_early.num_runs = saved["num_runs"]
-        for updates in (extra_state or {}).get(SWITCHES_KEY, []):
-            _advance_schedules(self, updates)
-            state["switches"].append(updates)
+        stats.data["topk_switches"] = _plugin_switches()
         return extra_state
 
     train_cli.validate = validate
@@ -244,6 +215,8 @@ def main(argv=None):
 
     def _final():
         stats.data["finished"] = time.time()
+        if tool == "train":
+            stats.data["topk_switches"] = _plugin_switches()
         stats.write(force=True)
 
     atexit.register(_final)

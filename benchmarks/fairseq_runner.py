@@ -1,6 +1,6 @@
 """fairseq's command line tools in child processes: run and log them, stop them cleanly on Ctrl-C / SIGTERM.
 
-fairseq-train and fairseq-generate run under ``scripts/fairseq_instrumented.py`` (peak memory, timed
+fairseq-train and fairseq-generate run under ``benchmarks/fairseq_instrumented.py`` (peak memory, timed
 optimisation steps); the registry preflight asks a child interpreter what the plugin registers.
 """
 import contextlib
@@ -12,9 +12,9 @@ import subprocess
 import threading
 import time
 
-from benchmarks.common import REPO, SCRIPTS, USER_DIR, BenchmarkError
+from benchmarks.common import REPO, USER_DIR, BenchmarkError
 
-INSTRUMENT = os.path.join(SCRIPTS, "fairseq_instrumented.py")
+INSTRUMENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fairseq_instrumented.py")
 
 
 def task_args(eos_penalty=0.0):

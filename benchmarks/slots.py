@@ -20,7 +20,7 @@ SLOTS = {
         "label": "direct HMM, first order",
     },
     # the CPU path (docs/quality.md): the top-4 pruned objective for 80% of the updates (or, with --patience,
-    # until the validation plateaus: scripts/fairseq_instrumented.py), then the exact likelihood; validation and
+    # until the validation plateaus: benchmarks/fairseq_instrumented.py), then the exact likelihood; validation and
     # decoding exact. The lexicon in bf16 only where the machine multiplies bf16 natively (--lexicon-dtype auto:
     # emulated bf16 trained 5-12x slower than fp32, docs/speed.md)
     "dhmm0_fast": {

@@ -8,7 +8,7 @@
   higher with ``maximize``); training stops at the P-th validation in a row without one.
 * :func:`stop_reason`: why a fairseq-train run ended, from its log and the instrumented wrapper's stats.
 * :func:`training_clock`: wall clock and CPU seconds of a training that ran in one or more processes
-  (``scripts/fairseq_instrumented.py`` stats files), and the cumulative clock of every validation.
+  (``benchmarks/fairseq_instrumented.py`` stats files), and the cumulative clock of every validation.
 * :func:`first_reach`: the first validation of a curve at or beyond a target (time to quality);
   :func:`add_time_to_quality` applies it to a report's rows, against the transformer's best dev score.
 * :func:`budget_text`: the sentence every table states ("converged (patience P ...)" or the budget).

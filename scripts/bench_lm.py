@@ -16,7 +16,7 @@ each child's log is kept in ``OUT/NAME.train.log``. Writes ``OUT/results.json`` 
 Early stopping: ``--patience P`` stops a model after P validations (here: epochs) in a row without a lower
 dev loss (fairseq's ``--patience``), with ``--epochs`` / ``--max-epoch`` and ``--stop-minutes`` as the bound;
 the table then says "converged (patience P)" and reports per model the epoch and update it stopped at and why,
-its best dev loss and epoch, the training wall clock and CPU time (``scripts/fairseq_instrumented.py``).
+its best dev loss and epoch, the training wall clock and CPU time (``benchmarks/fairseq_instrumented.py``).
 Interrupting is safe: the same command resumes a model from its ``checkpoint_last.pt`` (and stops at the same
 epoch), skips models already trained and refuses to mix command lines in one ``--out``.
 

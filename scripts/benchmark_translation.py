@@ -22,7 +22,7 @@ writes ``summary.json`` / ``summary.md`` to ``--out``: per model the per-seed va
 standard deviation (``benchmarks/seeds.py``).
 
 ``--patience P`` stops each model after P validations in a row without a lower validation loss (fairseq's
-``--patience``, resumable: ``scripts/fairseq_instrumented.py``), with ``--max-update`` / ``--budget-minutes`` as
+``--patience``, resumable: ``benchmarks/fairseq_instrumented.py``), with ``--max-update`` / ``--budget-minutes`` as
 the bound; every model's stop update, reason, best validation, wall clock and CPU time, and the wall clock to
 first reach the transformer's best dev score (``--dev-bleu``: dev BLEU per validation; else the validation NLL)
 go to the report.  ``--length-choice halves`` chooses lenpen / EOS penalty on half the dev set and keeps it

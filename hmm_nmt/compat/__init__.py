@@ -6,14 +6,17 @@
 * :mod:`hmm_nmt.compat.batch_tail`: validation, ``fairseq-generate`` and every other non-training iterator keep
   their last batch (fairseq 0.12 drops it when its size is not a multiple of 8, skipping test sentences);
 * :mod:`hmm_nmt.compat.distributed_cpu`: fairseq's distributed training on CPU processes (gloo), and with it
-  :mod:`hmm_nmt.compat.cpu_bf16`: ``--cpu --bf16`` as CPU autocast.
+  :mod:`hmm_nmt.compat.cpu_bf16`: ``--cpu --bf16`` as CPU autocast;
+* :mod:`hmm_nmt.compat.topk_plateau`: with ``--patience``, a validation plateau starts the next step of
+  ``--lexicon-topk-schedule`` instead of stopping training.
 
 Every ``install()`` is guarded by :func:`install_once`.
 """
-from hmm_nmt.compat import atomic_checkpoints, batch_tail, checkpoints, cpu_bf16, distributed_cpu, numpy2
+from hmm_nmt.compat import atomic_checkpoints, batch_tail, checkpoints, cpu_bf16, distributed_cpu, numpy2, topk_plateau
 from hmm_nmt.compat._once import install_once
 
-__all__ = ["atomic_checkpoints", "batch_tail", "checkpoints", "cpu_bf16", "distributed_cpu", "numpy2", "install_once",
+__all__ = ["atomic_checkpoints", "batch_tail", "checkpoints", "cpu_bf16", "distributed_cpu", "numpy2", "topk_plateau",
+           "install_once",
            "install_torch", "install_fairseq", "install_all"]
 
 
@@ -25,10 +28,11 @@ def install_torch() -> None:
 
 def install_fairseq() -> None:
     """The patches of fairseq itself (call once fairseq is importable): atomic checkpoint copies, evaluation
-    batches that keep their tail and, on a machine without CUDA, the CPU launcher (which also turns
-    ``--cpu --bf16`` into CPU autocast)."""
+    batches that keep their tail, the top-k schedule's plateau rule and, on a machine without CUDA, the CPU
+    launcher (which also turns ``--cpu --bf16`` into CPU autocast)."""
     atomic_checkpoints.install()
     batch_tail.install()
+    topk_plateau.install()
     distributed_cpu.install()
 
 

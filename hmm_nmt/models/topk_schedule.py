@@ -7,9 +7,9 @@ positions (0: all of them, the exact likelihood). U is an update count or a perc
 model that decoding uses.
 
 With ``--patience`` the bound may never be reached, so a percentage alone could leave a model pruned to its
-end. :func:`advance` moves the next step forward to the update where the validation plateaued (called by the
-training wrapper, ``scripts/fairseq_instrumented.py``, when patience would stop a run whose schedule has a step
-still to come): the exact phase starts when the pruned one has converged, or at its update, whichever is first.
+end. :func:`advance` moves the next step forward to the update where the validation plateaued (called by
+:mod:`hmm_nmt.compat.topk_plateau` when patience would stop a run whose schedule has a step still to come):
+the exact phase starts when the pruned one has converged, or at its update, whichever is first.
 """
 from typing import List, Tuple
 

@@ -358,7 +358,7 @@ def test_tables_say_converged_only_when_patience_stopped_every_model():
 def test_the_fairseq_child_stops_on_sigint_even_when_started_in_the_background():
     # nohup cmd & (and batch systems) start processes with SIGINT ignored, and Python keeps it ignored; the
     # benchmark stops fairseq with SIGINT, so the wrapper must take it back or the child is killed uncleanly
-    code = ("import os, signal, sys; sys.path.insert(0, 'scripts'); import fairseq_instrumented as f\n"
+    code = ("import os, signal, sys; sys.path.insert(0, '.'); from benchmarks import fairseq_instrumented as f\n"
             "assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN\n"
             "f.restore_ctrl_c()\n"
             "try:\n    os.kill(os.getpid(), signal.SIGINT)\n    import time; time.sleep(5); print('ignored')\n"

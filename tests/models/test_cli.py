@@ -161,7 +161,7 @@ def test_topk_warmup_switches_at_the_trainer_update_count(toy):
     # fairseq's task calls model.set_num_updates every update: exact likelihood (no align_mass logged) for the
     # first 3 updates, then the top-1 bound (align_mass < 1 logged), for the updates fairseq-train counts
     proc = fairseq("train", str(toy / "bin"), "--user-dir", USER_DIR, "--arch", "transformer_dhmm", *SMALL,
-                   "--lexicon-topk", "1", "--lexicon-topk-warmup", "3", "--criterion",
+                   "--lexicon-topk", "1", "--lexicon-topk-warmup", "3", "--lexicon-topk-objective", "bound", "--criterion",
                    "dhmm_label_smoothed_cross_entropy", "--optimizer", "adam", "--lr", "0.001", "--max-tokens", "500",
                    "--max-update", "6", "--log-interval", "1", "--save-dir", str(toy / "warm"), "--no-save",
                    "--seed", "1", "--num-workers", "0", "--no-progress-bar", "--log-format", "json")
@@ -188,6 +188,38 @@ def test_topk_schedule_prunes_then_trains_exactly_by_percentage_of_max_update(to
     # fairseq keeps a meter once created: after the switch it is logged empty (None)
     assert [r.get("align_mass") is not None for r in logs] == [True, True, True, False, False, False]
     assert all(0 < float(r["align_mass"]) < 1 for r in logs[:3])
+
+
+@pytest.mark.slow
+def test_a_plateau_starts_the_next_topk_step_in_plain_fairseq_train_and_survives_a_resume(toy):
+    # lr 0: the validation loss is flat, so --patience 2 with a validation every 2 updates would stop at 6; the
+    # schedule 1@0,0@1000 still has its exact step to come, so that step starts at 6 and patience stops at 10
+    def run(save, max_update):
+        proc = fairseq("train", str(toy / "bin"), "--user-dir", USER_DIR, "--arch", "transformer_dhmm", *SMALL,
+                       "--lexicon-topk-schedule", "1@0,0@1000", "--criterion", "dhmm_label_smoothed_cross_entropy",
+                       "--optimizer", "adam", "--lr", "0", "--lr-scheduler", "fixed", "--max-tokens", "500",
+                       "--max-update", str(max_update), "--validate-interval-updates", "2", "--patience", "2",
+                       "--log-interval", "1", "--save-dir", str(save), "--no-epoch-checkpoints", "--seed", "1",
+                       "--num-workers", "0", "--no-progress-bar", "--log-format", "json")
+        out = proc.stdout + proc.stderr
+        logs = [json.loads(line[line.index("{"):]) for line in out.splitlines() if "| train_inner |" in line]
+        return out, logs
+
+    out, logs = run(toy / "plateau", 40)
+    assert "so its next step starts at update 6; training goes on" in out and out.count("early stop since") == 1
+    assert int(logs[-1]["num_updates"]) == 10
+    assert [r.get("align_mass") is not None for r in logs] == [True] * 6 + [False] * 4  # pruned, then exact
+
+    import torch
+
+    save = toy / "plateau-resumed"
+    out, _ = run(save, 8)  # the bound stops it after the switch at 6: the switch is in its checkpoint
+    assert "starts at update 6" in out
+    state = torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+    assert state["extra_state"]["hmm_nmt_topk_switches"] == [6]
+    out, logs = run(save, 40)  # resumed: exact from the first update on, no second switch
+    assert "starts at update" not in out and "early stop since" in out
+    assert int(logs[0]["num_updates"]) == 9 and not any(r.get("align_mass") is not None for r in logs)
 
 
 class _NotAllowListed:

@@ -298,3 +298,31 @@ def test_benchmark_rejects_bad_data_dir(tmp_path):
     p = run([sys.executable, BENCH, "--data", str(tmp_path), "--out", str(tmp_path / "o"), "--max-update", "1",
              "--arch", "dhmm2=transformer"], check=False)
     assert p.returncode == 1 and "unknown slot 'dhmm2'" in p.stderr
+
+
+@needs_data
+@pytest.mark.slow
+@pytest.mark.parametrize("preset,expected", [
+    ("converge", {"--patience": "8", "--max-update": "24000", "--embed-dim": "128", "--layers": "2"}),
+    ("ladder", {"--patience": "8", "--max-update": "12000", "--embed-dim": "256", "--layers": "3",
+                "--ffn-dim": "1024", "--max-tokens": "4096", "--lr": "1e-3", "--warmup-updates": "1000",
+                "--models": "transformer,dhmm0_fast"}),
+])
+def test_run_presets_are_the_converged_protocols(tmp_path, preset, expected):
+    # the benchmark is replaced by a stub that records its arguments: what the preset passes, after the
+    # recipe's defaults and before the user's (argparse keeps the last value)
+    stub = tmp_path / "python"
+    stub.write_text(f"#!/bin/sh\ncase \"$1\" in *benchmark_translation.py) shift; printf '%s\\n' \"$@\" > "
+                    f"{tmp_path}/args; exit 0 ;; esac\nexec {sys.executable} \"$@\"\n")
+    stub.chmod(0o755)
+    work = tmp_path / "work"
+    prep = ["--local", MULTI30K, "--train-lines", "60", "--valid-lines", "10", "--test-lines", "10"]
+    run([RUN, "--work", str(work), "--preset", preset, *prep, "--", "--seed", "2"], extra_env={"PYTHON": str(stub)})
+    args = (tmp_path / "args").read_text().splitlines()
+    last = {flag: args[len(args) - 1 - args[::-1].index(flag) + 1] for flag in expected}
+    assert last == expected
+    assert "--dev-bleu" in args and args[-2:] == ["--seed", "2"]
+    config = json.loads((work / "data" / "prepare.json").read_text())["config"]
+    assert f"merges={8000 if preset == 'ladder' else 2000};" in config
+    p = run([RUN, "--preset", "big"], check=False)
+    assert p.returncode == 2 and "--preset must be converge or ladder, got 'big'" in p.stderr
