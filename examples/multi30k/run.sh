@@ -9,14 +9,14 @@
 #   examples/multi30k/run.sh [--work DIR] [prepare.sh options] [-- benchmark_translation.py options]
 #
 # Without a source option the data come from ../shared/data/multi30k when that directory exists, else they
-# are downloaded.  The defaults below are the CPU run of docs/quality.md (2000 BPE merges, d=128, 2+2 layers,
+# are downloaded.  The defaults below are the CPU run of docs/translation.md (2000 BPE merges, d=128, 2+2 layers,
 # 2000 updates per model, de-en); anything after "--" overrides them (argparse: the last value wins), e.g. two
 # seeds with mean and spread, the first-order model too, or the recipe size on a GPU:
 #   examples/multi30k/run.sh -- --seeds 1,2 --models transformer,dhmm0,dhmm0_fast,dhmm1
 #   examples/multi30k/run.sh --merges 8000 -- --embed-dim 256 --ffn-dim 1024 --layers 3 --max-tokens 4096 \
 #       --lr 1e-3 --warmup-updates 1000 --max-update 4000 --models transformer,dhmm0,dhmm1
 # Training to convergence instead of 2000 updates: early stopping on the validation loss, the bound kept, dev BLEU
-# per validation for the time-to-quality column (docs/multi30k.md, "Early stopping"):
+# per validation for the time-to-quality column (docs/translation.md, "The Multi30k recipe"):
 #   examples/multi30k/run.sh --work runs/m30k-conv -- --patience 8 --max-update 30000 --dev-bleu
 # Interrupt at any time; the same command resumes from the checkpoints.
 set -euo pipefail
