@@ -10,7 +10,7 @@ from benchmarks.common import REPO as ROOT
 BASE_ARCH = {"transformer": ("transformer", "label_smoothed_cross_entropy", []),
              "dhmm0": ("transformer_dhmm", "dhmm_label_smoothed_cross_entropy", ["--alignment-order", "0"]),
              "dhmm1": ("transformer_dhmm", "dhmm_label_smoothed_cross_entropy", ["--alignment-order", "1"]),
-             # chain decoders (docs/hnmc.md, docs/iohmm.md): over a transformer decoder, and chain-only
+             # chain decoders (docs/translation.md): over a transformer decoder, and chain-only
              "hnmc": ("transformer_hnmc", "label_smoothed_cross_entropy", ["--hnmc-decoder", "transformer"]),
              "iohmm": ("transformer_iohmm", "label_smoothed_cross_entropy", ["--iohmm-decoder", "transformer"]),
              "hnmc_chain": ("transformer_hnmc", "label_smoothed_cross_entropy", ["--hnmc-decoder", "chain"]),

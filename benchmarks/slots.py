@@ -19,7 +19,7 @@ SLOTS = {
         "criterion": "dhmm_label_smoothed_cross_entropy",
         "label": "direct HMM, first order",
     },
-    # the CPU path (docs/quality.md): the top-4 pruned objective for 80% of the updates (or, with --patience,
+    # the CPU path (docs/speed.md): the top-4 pruned objective for 80% of the updates (or, with --patience,
     # until the validation plateaus: benchmarks/fairseq_instrumented.py), then the exact likelihood; validation and
     # decoding exact. The lexicon in bf16 only where the machine multiplies bf16 natively (--lexicon-dtype auto:
     # emulated bf16 trained 5-12x slower than fp32, docs/speed.md)
@@ -37,7 +37,7 @@ SLOTS = {
         "args": ["--lexicon-dtype", "auto", "--lexicon-topk-objective", "pruned",
                  "--lexicon-topk-schedule", "4@0,0@80%"],
     },
-    # chain decoders over a transformer decoder of --layers layers (docs/hnmc.md, docs/iohmm.md); their
+    # chain decoders over a transformer decoder of --layers layers (docs/translation.md); their
     # defaults, e.g. --slot-args "hnmc=--hnmc-states 64" or "iohmm=--iohmm-decoder chain" to change them
     "hnmc": {
         "arch": "transformer_hnmc",

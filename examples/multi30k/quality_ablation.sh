@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# The direct-HMM quality ablation of docs/quality.md: one fairseq-train run of one variant and seed with the
+# The direct-HMM quality ablation of docs/translation.md ("The --dhmm-layers default"): one fairseq-train run of one variant and seed with the
 # protocol's fixed sizes and schedule (d=128, 2+2 layers, 2,048-token batches, lr 2e-3, 200 warm-up updates,
 # validation every 200 updates), then beam-5 BLEU/TER/chrF of the last checkpoint on the dev set (val).
 #
 #   examples/multi30k/quality_ablation.sh --data DIR --out DIR VARIANT SEED [UPDATES]
 #
-# --data: a directory made by examples/multi30k/prepare.sh (docs/quality.md used --merges 2000);
+# --data: a directory made by examples/multi30k/prepare.sh (docs/translation.md used --merges 2000);
 # VARIANT: transformer | all | last | last-mix | last-lexdrop | first-order (the transformer_dhmm flags of
-# docs/quality.md; first-order is transformer_dhmm_first_order with --dhmm-layers last);
+# docs/translation.md; first-order is transformer_dhmm_first_order with --dhmm-layers last);
 # UPDATES defaults to 400. The run goes to OUT/VARIANT-sSEED; the same command again resumes it.
 set -euo pipefail
 die() { echo "quality_ablation.sh: error: $*" >&2; exit 2; }

@@ -9,7 +9,7 @@
 #   examples/multi30k/run.sh [--work DIR] [--preset converge|ladder] [prepare.sh options] [-- benchmark_translation.py options]
 #
 # Without a source option the data come from ../shared/data/multi30k when that directory exists, else they
-# are downloaded.  The defaults below are the CPU run of docs/quality.md (2000 BPE merges, d=128, 2+2 layers,
+# are downloaded.  The defaults below are the CPU run of docs/translation.md (2000 BPE merges, d=128, 2+2 layers,
 # 2000 updates per model, de-en); anything after "--" overrides them (argparse: the last value wins), e.g. two
 # seeds with mean and spread, the first-order model too, or the recipe size on a GPU:
 #   examples/multi30k/run.sh -- --seeds 1,2 --models transformer,dhmm0,dhmm0_fast,dhmm1

@@ -2,7 +2,7 @@ r"""Decoders in which a hidden chain is the output structure over a small transf
 
 The first HNMC / IOHMM decoders (``--hnmc-decoder chain``, ``--iohmm-decoder chain``) make the chain the
 decoder's only memory: its inputs are the previous word and one attention context, so nothing but the
-N-state vector remembers what has been translated (docs/hnmc.md). Here (``--hnmc-decoder transformer``,
+N-state vector remembers what has been translated (docs/translation.md). Here (``--hnmc-decoder transformer``,
 ``--iohmm-decoder transformer``, the defaults) a fairseq transformer decoder of ``--decoder-layers``
 layers reads the target prefix and the source, and the chain sits on top of it:
 

@@ -16,7 +16,7 @@ only marks the start: the forward runs from the start distribution over the rest
   stream when C covers it; tested). Without ``--context-window`` eval-lm scores like training's validation.
   ``--task language_modeling_context --block-context C`` gives every training (and validation) block its
   C previous stream tokens as unscored context instead, the same quantity as eval-lm's window.
-  Details: docs/vlhmm.md, "Stream mode".
+  Details: docs/language-models.md, "Stream mode and context".
 
 Options: ``--num-states`` |Z| or ``--states-per-cluster`` k (|Z| = m k, m = clusters of the word
 partition), ``--brown-clusters FILE`` (lines ``word cluster``, e.g. from ``examples/wsj_lm``),

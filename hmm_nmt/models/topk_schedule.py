@@ -3,7 +3,7 @@
 A schedule is ``K@U,K@U,...``: from update U on, training scores the lexicon at the K most probable source
 positions (0: all of them, the exact likelihood). U is an update count or a percentage of ``--max-update``
 (``80%``). The cheap pruned objective for most of training and an exact phase at the end
-(``4@0,0@80%``) is the CPU path of docs/quality.md: the final updates train, and validation selects, the
+(``4@0,0@80%``) is the CPU path of docs/speed.md: the final updates train, and validation selects, the
 model that decoding uses.
 
 With ``--patience`` the bound may never be reached, so a percentage alone could leave a model pruned to its

@@ -4,7 +4,7 @@ Notation: source states h_j (encoder output, encoder unchanged), target states s
 vocabulary V, L decoder layers.
 
 * The cross-attention sub-layer of the last decoder layer (``--dhmm-layers last``, the default) or of every
-  decoder layer (``--dhmm-layers all``, the paper's form; docs/quality.md compares them) becomes (Eq. 6)
+  decoder layer (``--dhmm-layers all``, the paper's form; docs/translation.md compares them) becomes (Eq. 6)
 
       c_i^(l+1) = sum_j alpha^(l+1)(j|i) W1 ReLU(W2 h_j + W3 s_i^(l)),   alpha = softmax_j(A[s_i, h_j]):
 
@@ -97,7 +97,7 @@ class TransformerDHMMModel(TransformerModel):
                             help="decoder layers whose cross-attention is the direct-HMM block of Eq. 6 (the "
                                  "weighted sum outside the ReLU, no residual): only the last one, which gives the "
                                  "alignment, the others keeping fairseq's cross-attention (last, default; "
-                                 "docs/quality.md), or every layer as in the paper (all)")
+                                 "docs/translation.md), or every layer as in the paper (all)")
         parser.add_argument("--lexicon-dropout", type=probability, metavar="P",
                             help="dropout on the lexicon's inputs W5 h_j and W6 s_i in training (default 0)")
         parser.add_argument("--max-jump", type=positive_int, metavar="M",
@@ -213,7 +213,7 @@ class TransformerDHMMModel(TransformerModel):
         raise ValueError(f"unknown posterior method {method!r} (autograd or explicit)")
 
 
-# docs/quality.md: the paper's form (all) under-fits at equal updates; it stays selectable
+# docs/translation.md: the paper's form (all) under-fits at equal updates; it stays selectable
 DEFAULT_DHMM_LAYERS = "last"
 
 

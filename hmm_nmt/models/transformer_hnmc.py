@@ -34,7 +34,7 @@ every step builds an (N, N) potential matrix per sentence, so training holds (B,
 
 Limits: the attention query is the previous target word and its position only, so the decoder has no
 alignment/coverage state besides alpha, and the emission mixture has at most N distinct word
-distributions, a bottleneck for real vocabularies (measured on the toy corpus in docs/hnmc.md).
+distributions, a bottleneck for real vocabularies (docs/translation.md).
 """
 import math
 from typing import Dict, Optional

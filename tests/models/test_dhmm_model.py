@@ -217,7 +217,7 @@ def test_dhmm_layers_last_keeps_fairseq_cross_attention_below_the_last_layer(arc
     paper, _ = build(arch, d, layers=3, extra=["--dhmm-layers", "all"])
     assert all(isinstance(layer, DHMMDecoderLayer) for layer in paper.decoder.layers)
     default, _ = build(arch, d, layers=3)
-    assert [type(layer) for layer in default.decoder.layers] == kinds  # the default since docs/quality.md
+    assert [type(layer) for layer in default.decoder.layers] == kinds  # the default, docs/translation.md
     # Eq. 6 has W1-W3 besides q/k where fairseq's attention has v/out
     count = lambda model: sum(p.numel() for p in model.parameters())  # noqa: E731
     assert count(m) == count(paper) - 2 * (16 * 16 + 16)  # one W3 per replaced layer (W2, W1 ~ v, out)

@@ -96,6 +96,6 @@ def test_cli_preprocess_train_generate_toy(tmp_path, decoder):
     bleu, ratio = float(m.group(1)), float(m.group(2))
     texts = [h.split("\t")[2] for h in hyps]
     print("toy BLEU", bleu, "length ratio", ratio, "distinct", len(set(texts)), "valid losses", losses)
-    # after this tiny budget the model is far from good (docs/hnmc.md has a real run), but it must already
+    # after this tiny budget the model is far from good (docs/translation.md has real runs), but it must already
     # read the source (a decoder ignoring it gives the same hypothesis for every sentence) and stop (EOS)
     assert len(set(texts)) >= 30 and 0.5 < ratio < 2.0 and bleu > 1.0, (bleu, ratio, texts[:5])
