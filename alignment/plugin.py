@@ -11,15 +11,23 @@ import importlib.util
 import sys
 
 
+def plugin_dir():
+    """The plugin's directory, or None when hmm_nmt is not installed in this Python."""
+    spec = importlib.util.find_spec("hmm_nmt")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return list(spec.submodule_search_locations)[0]
+
+
 def main(argv=None) -> int:
     import argparse
 
     argparse.ArgumentParser(prog="hmm-nmt-user-dir", description=__doc__.split("\n\n")[0]).parse_args(argv)
-    spec = importlib.util.find_spec("hmm_nmt")
-    if spec is None or not spec.submodule_search_locations:
+    path = plugin_dir()
+    if path is None:
         print("hmm-nmt-user-dir: error: the hmm_nmt package is not installed in this Python", file=sys.stderr)
         return 2
-    print(list(spec.submodule_search_locations)[0])
+    print(path)
     return 0
 
 

@@ -1,0 +1,485 @@
+"""``hmm-nmt-align-corpus``: word alignments of a parallel corpus in one command, with a reusable model.
+
+    hmm-nmt-align-corpus -s corpus.en -t corpus.fr --model-dir model/ -o corpus.align [-f fwd.align -r rev.align]
+    hmm-nmt-align-corpus -i corpus.en-fr --model-dir model/ -o corpus.align          # "src ||| tgt" lines
+    hmm-nmt-align-corpus -s new.en -t new.fr --model-dir model/ --align-only -o new.align
+    hmm-nmt-align-corpus -s more.en -t more.fr --model-dir model/ --continue --max-update 2000 -o more.align
+
+Input: word-tokenised, line-parallel text. Output: word-level Pharaoh links (``i-j``, source word i, target word
+j, 0-based), one line per input line, in input order; a line with an empty side gives an empty line. The
+stages, each recorded in ``DIR/manifest.json`` so that rerunning the same command continues where it stopped:
+
+1. ``codes``: joint subword-nmt BPE learned on both sides (``--merges``, default 2,000: the Hansards setting);
+2. ``bin/``: the segmented pairs binarized with one joined dictionary (``--valid-lines`` pairs held out for
+   ``--patience``);
+3. ``fwd/``, ``rev/``: the first-order direct HMM trained in both directions side by side, the threads split
+   between them (fairseq-train resumes from ``checkpoint_last.pt``);
+4. the alignment: the posteriors of both directions merged (``--symmetrize prod --links threshold:0.1``, pooled to
+   words: the setting chosen on the Hansards trial pairs), written atomically.
+
+``--align-only`` aligns with a finished model directory and trains nothing; ``--continue`` trains it further
+(``--max-update`` more updates) on the given text, segmented with its codes and dictionary. Errors (bad UTF-8,
+different line counts, a missing ``|||``, an output that is an input) name the file and line, exit 2, and
+write nothing; Ctrl-C exits 130, leaving the model directory resumable and no partial output.
+"""
+import argparse
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from typing import List, Optional, Sequence, Tuple
+
+from hmm_nmt_align.base.atomic import atomic_write
+
+MANIFEST = "manifest.json"
+VERSION = 1
+
+
+class CorpusError(Exception):
+    """A bad input or option: one line, exit 2."""
+
+
+# ------------------------------------------------------------------------------------------------ input
+def _decode_lines(path: str, flag: str) -> List[str]:
+    """Lines split on "\\n" only (a U+2028 or form feed inside a line stays in it), a trailing "\\r" dropped."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise CorpusError(f"{flag} {path}: cannot read: {e.strerror}") from None
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    out = []
+    for k, raw in enumerate(lines):
+        try:
+            out.append(raw.decode("utf-8").rstrip("\r"))
+        except UnicodeDecodeError as e:
+            raise CorpusError(f"{path}:{k + 1}: not UTF-8 (byte {e.start + 1} of the line)") from None
+    return out
+
+
+def read_corpus(src: Optional[str], tgt: Optional[str], joined: Optional[str]) -> Tuple[List[List[str]],
+                                                                                         List[List[str]]]:
+    """Word lists of both sides, line-parallel; ``joined`` is fast_align's ``src ||| tgt`` format."""
+    if joined:
+        pairs = []
+        for k, line in enumerate(_decode_lines(joined, "-i")):
+            if "|||" not in line:
+                raise CorpusError(f"{joined}:{k + 1}: no '|||' between the source and the target")
+            s, _, t = line.partition("|||")
+            pairs.append((s.split(), t.split()))
+        return [p[0] for p in pairs], [p[1] for p in pairs]
+    s, t = _decode_lines(src, "-s"), _decode_lines(tgt, "-t")
+    if len(s) != len(t):
+        raise CorpusError(f"-s {src} has {len(s)} lines but -t {tgt} has {len(t)}: the sides must be line-parallel")
+    return [x.split() for x in s], [x.split() for x in t]
+
+
+def _check_outputs(opts) -> None:
+    inputs = [(f, p) for f, p in (("-s", opts.src), ("-t", opts.tgt), ("-i", opts.input)) if p]
+    outputs = [(f, p) for f, p in (("-o", opts.output), ("-f", opts.fwd), ("-r", opts.rev)) if p]
+    if not outputs:
+        raise CorpusError("nothing to write: give -o (merged), -f and/or -r")
+    seen = {}
+    for flag, path in outputs:
+        real = os.path.realpath(path)
+        if real in seen:
+            raise CorpusError(f"{flag} {path} is also {seen[real]}")
+        seen[real] = flag
+        for iflag, ipath in inputs:
+            if os.path.exists(path) and os.path.samefile(path, ipath):
+                raise CorpusError(f"{flag} {path} is the input {iflag}: refusing to overwrite it")
+        if os.path.realpath(os.path.dirname(real)).startswith(os.path.realpath(opts.model_dir) + os.sep) and \
+                os.path.basename(os.path.dirname(real)) in ("fwd", "rev", "bin"):
+            raise CorpusError(f"{flag} {path} is inside the model directory's {os.path.dirname(real)}")
+        if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            raise CorpusError(f"{flag}: the directory of {path} does not exist")
+
+
+# ------------------------------------------------------------------------------------------------ model dir
+def _digest(src: Sequence[Sequence[str]], tgt: Sequence[Sequence[str]]) -> str:
+    h = hashlib.sha256()
+    for s, t in zip(src, tgt):
+        h.update((" ".join(s) + "\t" + " ".join(t) + "\n").encode("utf-8"))
+    return h.hexdigest()
+
+
+class ModelDir:
+    """The model directory and its manifest (what was made, with which settings, which stages are done)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.manifest_path = os.path.join(path, MANIFEST)
+        self.data = None
+        if os.path.exists(self.manifest_path):
+            try:
+                with open(self.manifest_path, encoding="utf-8") as f:
+                    self.data = json.load(f)
+            except (OSError, ValueError) as e:
+                raise CorpusError(f"--model-dir {path}: {MANIFEST} is unreadable ({e}); remove the directory") from None
+            if self.data.get("version") != VERSION:
+                raise CorpusError(f"--model-dir {path}: made by another version of this tool")
+
+    def file(self, *parts) -> str:
+        return os.path.join(self.path, *parts)
+
+    def done(self, stage: str) -> bool:
+        return bool(self.data and stage in self.data.get("done", {}))
+
+    def mark(self, stage: str, **info) -> None:
+        self.data.setdefault("done", {})[stage] = dict(info, at=time.strftime("%Y-%m-%dT%H:%M:%S"))
+        self.save()
+
+    def save(self) -> None:
+        atomic_write(self.manifest_path, json.dumps(self.data, indent=1) + "\n")
+
+
+MODEL_KEYS = ("merges", "embed_dim", "ffn_dim", "layers", "heads", "max_tokens", "lr", "warmup_updates", "dropout",
+              "seed", "max_update", "patience", "valid_lines")
+
+
+def _config(opts) -> dict:
+    return {k: getattr(opts, k) for k in MODEL_KEYS}
+
+
+# ------------------------------------------------------------------------------------------------ stages
+def _segment_files(segmenter, src, tgt, prefix: str, keep: Sequence[int]) -> None:
+    for side, lines in (("src", src), ("tgt", tgt)):
+        atomic_write(f"{prefix}.{side}", "".join(" ".join(segmenter.segment(lines[k])[0]) + "\n" for k in keep))
+
+
+def _run(cmd: List[str], log: str, what: str) -> None:
+    with open(log, "w", encoding="utf-8") as f:
+        proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        with open(log, encoding="utf-8", errors="replace") as f:
+            tail = f.read().splitlines()[-5:]
+        raise CorpusError(f"{what} failed (log: {log}): {' | '.join(tail)}")
+
+
+def prepare(md: ModelDir, opts, src, tgt) -> None:
+    """Stages 1 and 2: BPE codes (new model only) and the binarized pairs."""
+    from subword_nmt.learn_bpe import learn_bpe
+
+    from hmm_nmt_align.base.segment import load_segmenter
+
+    train = [k for k in range(len(src)) if src[k] and tgt[k]]
+    if not train:
+        raise CorpusError("no line has words on both sides: nothing to train on")
+    n_valid = min(opts.valid_lines, max(1, len(train) // 10))
+    valid, train = train[-n_valid:], (train[:-n_valid] if len(train) > n_valid else train)
+    os.makedirs(md.file("text"), exist_ok=True)
+    if not md.done("codes"):
+        counts = {}
+        for lines in (src, tgt):
+            for words in lines:
+                for w in words:
+                    counts[w] = counts.get(w, 0) + 1
+        import io
+
+        vocab = io.StringIO("".join(f"{w} {c}\n" for w, c in counts.items()))
+        out = io.StringIO()
+        import contextlib
+
+        with contextlib.redirect_stderr(io.StringIO()):  # its own progress bar
+            learn_bpe(vocab, out, opts.merges, is_dict=True)
+        atomic_write(md.file("codes"), out.getvalue())
+        md.mark("codes", merges=opts.merges)
+    segmenter = load_segmenter(md.file("codes"), None)
+    _segment_files(segmenter, src, tgt, md.file("text", "train"), train)
+    _segment_files(segmenter, src, tgt, md.file("text", "valid"), valid)
+    dest = md.file("bin.new")
+    if os.path.isdir(dest):
+        import shutil
+
+        shutil.rmtree(dest)
+    cmd = [sys.executable, "-m", "fairseq_cli.preprocess", "--source-lang", "src", "--target-lang", "tgt",
+           "--trainpref", md.file("text", "train"), "--validpref", md.file("text", "valid"), "--destdir", dest,
+           "--workers", "1"]
+    if md.done("bin"):  # --continue: the model's own dictionary
+        cmd += ["--srcdict", md.file("bin", "dict.src.txt"), "--tgtdict", md.file("bin", "dict.tgt.txt")]
+    else:
+        cmd += ["--joined-dictionary"]
+    _run(cmd, md.file("preprocess.log"), "fairseq-preprocess")
+    if os.path.isdir(md.file("bin")):
+        for name in os.listdir(md.file("bin")):
+            if not name.startswith("dict."):
+                os.remove(md.file("bin", name))
+        for name in os.listdir(dest):
+            if not name.startswith("dict."):
+                os.replace(os.path.join(dest, name), md.file("bin", name))
+        import shutil
+
+        shutil.rmtree(dest)
+    else:
+        os.replace(dest, md.file("bin"))
+    md.mark("bin", train_pairs=len(train), valid_pairs=len(valid))
+
+
+def _train_cmd(md: ModelDir, opts, s: str, t: str, max_update: int) -> List[str]:
+    from hmm_nmt_align.plugin import plugin_dir
+
+    cmd = [sys.executable, "-m", "fairseq_cli.train", md.file("bin"), "--source-lang", s, "--target-lang", t,
+           "--user-dir", plugin_dir(), "--arch", "transformer_dhmm_first_order", "--share-all-embeddings",
+           "--encoder-layers", str(opts.layers), "--decoder-layers", str(opts.layers),
+           "--encoder-embed-dim", str(opts.embed_dim), "--decoder-embed-dim", str(opts.embed_dim),
+           "--encoder-ffn-embed-dim", str(opts.ffn_dim), "--decoder-ffn-embed-dim", str(opts.ffn_dim),
+           "--encoder-attention-heads", str(opts.heads), "--decoder-attention-heads", str(opts.heads),
+           "--dropout", str(opts.dropout), "--criterion", "dhmm_label_smoothed_cross_entropy",
+           "--label-smoothing", "0.1", "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--lr", str(opts.lr),
+           "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(opts.warmup_updates),
+           "--max-tokens", str(opts.max_tokens), "--max-update", str(max_update), "--seed", str(opts.seed),
+           "--save-dir", md.file("fwd" if s == "src" else "rev"), "--no-epoch-checkpoints",
+           "--no-save-optimizer-state", "--num-workers", "0", "--required-batch-size-multiple", "1",
+           "--skip-invalid-size-inputs-valid-test", "--max-source-positions", "1024",
+           "--max-target-positions", "1024", "--log-format", "json", "--log-interval", "10", "--no-progress-bar"]
+    if opts.patience:
+        cmd += ["--patience", str(opts.patience), "--validate-interval-updates", str(opts.validate_interval),
+                "--save-interval-updates", str(opts.validate_interval)]
+    else:
+        cmd += ["--disable-validation", "--save-interval-updates", "200", "--keep-interval-updates", "1"]
+    if opts.cpu:
+        cmd.append("--cpu")
+    return cmd
+
+
+_UPDATES = re.compile(r'"(?:train_)?num_updates": "(\d+)"')
+
+
+def _last_update(log: str) -> int:
+    """The last update count fairseq-train logged (train_inner lines and epoch summaries, --log-format json)."""
+    try:
+        with open(log, encoding="utf-8", errors="replace") as f:
+            return max((int(m) for m in _UPDATES.findall(f.read())), default=0)
+    except OSError:
+        return 0
+
+
+def train(md: ModelDir, opts, max_update: int, progress: bool) -> None:
+    """Stage 3: both directions side by side, each with half the threads."""
+    threads = max(1, opts.threads // 2)
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    procs = {}
+    for name, s, t in (("fwd", "src", "tgt"), ("rev", "tgt", "src")):
+        if md.done(f"train.{name}") and md.data["done"][f"train.{name}"].get("max_update") == max_update:
+            continue
+        os.makedirs(md.file(name), exist_ok=True)
+        log = md.file(name, "train.log")
+        with open(log, "a", encoding="utf-8") as f:
+            procs[name] = (subprocess.Popen(_train_cmd(md, opts, s, t, max_update), stdout=f,
+                                            stderr=subprocess.STDOUT, env=env, start_new_session=True), log)
+    if not procs:
+        return
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=max_update * len(procs), desc="training both directions", unit="upd", file=sys.stderr)
+    try:
+        while any(p.poll() is None for p, _ in procs.values()):
+            if bar is not None:
+                bar.n = sum(min(_last_update(log), max_update) for _, log in procs.values())
+                bar.refresh()
+            time.sleep(2)
+    except KeyboardInterrupt:
+        for p, _ in procs.values():
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGINT)
+        for p, _ in procs.values():
+            p.wait()
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    for name, (p, log) in procs.items():
+        if p.returncode != 0:
+            with open(log, encoding="utf-8", errors="replace") as f:
+                tail = [x for x in f.read().splitlines() if x.strip()][-3:]
+            raise CorpusError(f"training {name} failed (log: {log}): {' | '.join(tail)}")
+        md.mark(f"train.{name}", max_update=max_update, updates=_last_update(log))
+
+
+def align(md: ModelDir, opts, src, tgt) -> Tuple[dict, List[Tuple[int, str]]]:
+    """Stage 4: links of every line, merged and per direction (as asked), in input order."""
+    import torch
+
+    from hmm_nmt_align.base.links import LinkOptions, parse_decision
+    from hmm_nmt_align.base.segment import load_segmenter
+
+    from .loading import load_model
+    from .raw_text import align_text
+
+    torch.set_num_threads(max(1, opts.threads))
+    import logging
+
+    logging.getLogger("fairseq").setLevel(logging.WARNING)  # its per-model dictionary lines
+    decision, threshold = parse_decision(opts.links)
+    segmenter = load_segmenter(md.file("codes"), None)
+    fwd = load_model(md.file("fwd", "checkpoint_last.pt"), md.file("bin"), opts.cpu)
+    rev = load_model(md.file("rev", "checkpoint_last.pt"), md.file("bin"), opts.cpu)
+    progress = not opts.no_progress
+    out, errors = {}, []
+    if opts.output:
+        links, _, errors = align_text(*fwd, src, tgt, segmenter, ["posterior"],
+                                      LinkOptions(decision, threshold, False, opts.symmetrize, "words"),
+                                      batch_size=64, max_tokens=opts.align_max_tokens, progress=progress, rev=rev)
+        out["output"] = links["posterior"]
+    one = LinkOptions(decision, threshold, False, None, "words")
+    if opts.fwd:
+        links, _, e = align_text(*fwd, src, tgt, segmenter, ["posterior"], one, batch_size=64,
+                                 max_tokens=opts.align_max_tokens, progress=progress)
+        out["fwd"], errors = links["posterior"], errors or e
+    if opts.rev:
+        links, _, e = align_text(*rev, tgt, src, segmenter, ["posterior"], one, batch_size=64,
+                                 max_tokens=opts.align_max_tokens, progress=progress)
+        out["rev"], errors = [[(j, i) for i, j in sent] for sent in links["posterior"]], errors or e
+    return out, errors
+
+
+def _pharaoh(links) -> str:
+    return "".join(" ".join(f"{i}-{j}" for i, j in sorted(sent)) + "\n" for sent in links)
+
+
+# ------------------------------------------------------------------------------------------------ CLI
+def build_parser() -> argparse.ArgumentParser:
+    from hmm_nmt_align.base.symmetrize import METHODS as HARD
+
+    def positive(text):
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"an integer is needed, got {text!r}") from None
+        if v < 1:
+            raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+        return v
+
+    p = argparse.ArgumentParser(prog="hmm-nmt-align-corpus", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n\n", 2)[2])
+    io_ = p.add_argument_group("input and output")
+    io_.add_argument("-s", "--src", metavar="FILE", help="source text, word-tokenised, one sentence per line")
+    io_.add_argument("-t", "--tgt", metavar="FILE", help="target text, line-parallel to -s")
+    io_.add_argument("-i", "--input", metavar="FILE", help="one 'source ||| target' pair per line (instead of -s/-t)")
+    io_.add_argument("-o", "--output", metavar="FILE", help="the merged alignment (source-target Pharaoh)")
+    io_.add_argument("-f", "--fwd", metavar="FILE", help="the source-to-target model's alignment alone")
+    io_.add_argument("-r", "--rev", metavar="FILE", help="the target-to-source model's alignment alone, written "
+                                                         "source-target")
+    io_.add_argument("--model-dir", required=True, metavar="DIR",
+                     help="where the model is made (BPE codes, dictionary, both checkpoints, manifest.json)")
+    mode = io_.add_mutually_exclusive_group()
+    mode.add_argument("--align-only", action="store_true", help="align with the finished model, train nothing")
+    mode.add_argument("--continue", dest="cont", action="store_true",
+                      help="train the finished model --max-update more updates on this text, then align")
+    m = p.add_argument_group("model and training (a new model; the Hansards settings)")
+    m.add_argument("--merges", type=positive, default=2000, help="joint BPE merges (default 2000)")
+    m.add_argument("--embed-dim", type=positive, default=128)
+    m.add_argument("--ffn-dim", type=positive, default=512)
+    m.add_argument("--layers", type=positive, default=2, help="encoder and decoder layers (default 2)")
+    m.add_argument("--heads", type=positive, default=4)
+    m.add_argument("--max-tokens", type=positive, default=2048, help="tokens per training batch")
+    m.add_argument("--lr", type=float, default=2e-3)
+    m.add_argument("--warmup-updates", type=positive, default=200)
+    m.add_argument("--dropout", type=float, default=0.1)
+    m.add_argument("--seed", type=int, default=1)
+    m.add_argument("--max-update", type=positive, default=4800, help="updates per direction (default 4800)")
+    m.add_argument("--patience", type=int, default=0,
+                   help="stop a direction when its loss on --valid-lines held-out pairs of the corpus has not "
+                        "improved for this many validations (default 0: train --max-update updates)")
+    m.add_argument("--validate-interval", type=positive, default=400, help="updates between validations")
+    m.add_argument("--valid-lines", type=positive, default=500, help="held-out pairs (at most a tenth of the corpus)")
+    a = p.add_argument_group("alignment")
+    a.add_argument("--symmetrize", default="prod", choices=["prod", "mean"] + list(HARD),
+                   help="how -o merges the directions (default prod)")
+    a.add_argument("--links", default="threshold:0.1",
+                   help="argmax, mutual, union or threshold:T (default threshold:0.1): T trades recall for precision")
+    a.add_argument("--align-max-tokens", type=positive, default=4000, help="tokens per alignment batch")
+    r = p.add_argument_group("resources")
+    r.add_argument("--threads", type=positive, default=max(1, min(os.cpu_count() or 1, 16)),
+                   help="CPU threads, split between the two directions (default: the machine's cores)")
+    r.add_argument("--cpu", action="store_true", help="stay on the CPU when a GPU is present")
+    r.add_argument("--no-progress", action="store_true", help="no progress bars")
+    return p
+
+
+def _log(msg: str) -> None:
+    sys.stderr.write(f"hmm-nmt-align-corpus: {msg}\n")
+
+
+def run(opts) -> int:
+    from hmm_nmt_align.base.links import parse_decision
+
+    if bool(opts.input) == bool(opts.src or opts.tgt) or (not opts.input and not (opts.src and opts.tgt)):
+        raise CorpusError("give -s SRC -t TGT, or -i FILE ('src ||| tgt' lines)")
+    try:
+        parse_decision(opts.links)
+    except ValueError as e:
+        raise CorpusError(f"--links: {e}") from None
+    if opts.patience < 0:
+        raise CorpusError(f"--patience must be >= 0, got {opts.patience}")
+    _check_outputs(opts)
+    src, tgt = read_corpus(opts.src, opts.tgt, opts.input)
+    md = ModelDir(opts.model_dir)
+    finished = md.done("train.fwd") and md.done("train.rev")
+    if opts.align_only:
+        if not finished:
+            raise CorpusError(f"--align-only: --model-dir {opts.model_dir} holds no finished model")
+    else:
+        digest = _digest(src, tgt)
+        if md.data is None:
+            os.makedirs(opts.model_dir, exist_ok=True)
+            md.data = {"version": VERSION, "config": _config(opts), "corpus": digest, "lines": len(src)}
+            md.save()
+        elif opts.cont:
+            if not finished:
+                raise CorpusError(f"--continue: --model-dir {opts.model_dir} holds no finished model; rerun the "
+                                  "command that made it to finish it")
+            total = md.data["done"]["train.fwd"]["max_update"] + opts.max_update
+            md.data["continued"] = md.data.get("continued", []) + [{"corpus": digest, "max_update": total}]
+            md.data["corpus"] = digest
+            for stage in ("train.fwd", "train.rev"):
+                md.data["done"][stage]["target"] = total
+            md.save()
+        else:
+            if md.data["corpus"] != digest or md.data["config"] != _config(opts):
+                changed = [k for k in MODEL_KEYS if md.data["config"].get(k) != getattr(opts, k)]
+                raise CorpusError(f"--model-dir {opts.model_dir} was made from another corpus or settings"
+                                  + (f" ({', '.join(changed)})" if changed else "")
+                                  + ": use --align-only to align with it, --continue to train it further, or "
+                                  "another --model-dir")
+        cont_target = md.data["done"]["train.fwd"].get("target") if opts.cont else None
+        if opts.cont or not md.done("bin"):
+            _log(f"segmenting and binarizing {len(src)} pairs")
+            prepare(md, opts, src, tgt)
+        max_update = cont_target or opts.max_update
+        _log(f"training the first-order direct HMM in both directions ({max_update} updates each, "
+             f"{max(1, opts.threads // 2)} threads each); log: {md.file('fwd', 'train.log')}")
+        train(md, opts, max_update, not opts.no_progress)
+    _log(f"aligning {len(src)} pairs")
+    out, errors = align(md, opts, src, tgt)
+    for key, path in (("output", opts.output), ("fwd", opts.fwd), ("rev", opts.rev)):
+        if path:
+            atomic_write(path, _pharaoh(out[key]))
+    for k, why in errors:
+        _log(f"error: line {k + 1}: {why}; its output line is empty")
+    _log(f"{len(src)} lines aligned; {sum(1 for s, t in zip(src, tgt) if not s or not t)} with an empty side")
+    return 1 if errors else 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    opts = build_parser().parse_args(argv)
+    try:
+        return run(opts)
+    except CorpusError as e:
+        _log(f"error: {e}")
+        return 2
+    except KeyboardInterrupt:
+        _log("interrupted; run the same command again to continue")
+        return 130
+
+
+__all__ = ["main", "read_corpus", "CorpusError", "ModelDir"]

@@ -1,0 +1,115 @@
+"""hmm-nmt-align-corpus for real on a tiny corpus: training both directions, alignment, reuse, bad input."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TINY = ["--max-update", "6", "--warmup-updates", "2", "--merges", "30", "--embed-dim", "16", "--ffn-dim", "32",
+        "--layers", "1", "--heads", "2", "--threads", "2", "--no-progress"]
+
+
+def corpus_cmd(*args):
+    return [sys.executable, "-c", "import sys; from hmm_nmt_align.corpus import main; sys.exit(main())", *args]
+
+
+def run(cwd, *args):
+    env = dict(os.environ, OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    return subprocess.run(corpus_cmd(*args), cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    work = tmp_path_factory.mktemp("corpus")
+    subprocess.run([sys.executable, os.path.join(ROOT, "examples", "toy", "generate.py"), "--out", str(work / "raw"),
+                    "--train", "120", "--valid", "5", "--test", "5"], check=True, capture_output=True)
+    src = (work / "raw" / "train.src").read_text().splitlines()
+    tgt = (work / "raw" / "train.tgt").read_text().splitlines()
+    src[3] = ""  # an empty side: an empty output line, never a shifted file
+    (work / "c.src").write_text("\n".join(src) + "\n")
+    (work / "c.tgt").write_text("\n".join(tgt) + "\n")
+    p = run(work, "-s", "c.src", "-t", "c.tgt", "--model-dir", "m", "-o", "c.align", "-f", "c.fwd", "-r", "c.rev",
+            *TINY)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return work, src, tgt, p
+
+
+def _links(path):
+    return [[tuple(map(int, x.split("-"))) for x in line.split()] for line in path.read_text().split("\n")[:-1]]
+
+
+@pytest.mark.slow
+def test_the_whole_command_writes_line_parallel_word_links_and_a_model_dir(made):
+    work, src, tgt, _ = made
+    for name in ("c.align", "c.fwd", "c.rev"):
+        links = _links(work / name)
+        assert len(links) == len(src) and links[3] == []
+        assert all(0 <= i < len(src[k].split()) and 0 <= j < len(tgt[k].split()) for k, sent in enumerate(links)
+                   for i, j in sent), name
+    assert sum(map(len, _links(work / "c.fwd"))) > 0  # argmax-free threshold links may be few; a direction is not
+    manifest = json.loads((work / "m" / "manifest.json").read_text())
+    assert {"codes", "bin", "train.fwd", "train.rev"} <= set(manifest["done"])
+    assert manifest["done"]["train.fwd"]["updates"] == 6 and manifest["done"]["train.rev"]["updates"] == 6
+    for f in ("codes", "bin/dict.src.txt", "fwd/checkpoint_last.pt", "rev/checkpoint_last.pt"):
+        assert (work / "m" / f).exists(), f
+
+
+@pytest.mark.slow
+def test_rerun_reuses_the_model_and_align_only_aligns_new_text_without_training(made):
+    work, src, tgt, _ = made
+    before = (work / "m" / "fwd" / "checkpoint_last.pt").stat().st_mtime_ns
+    p = run(work, "-s", "c.src", "-t", "c.tgt", "--model-dir", "m", "-o", "again.align", *TINY)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert (work / "again.align").read_text() == (work / "c.align").read_text()  # same model, same links
+    assert (work / "m" / "fwd" / "checkpoint_last.pt").stat().st_mtime_ns == before  # nothing retrained
+    # new sentences, fast_align's "src ||| tgt" input, the finished model reused with no training
+    (work / "new.txt").write_text("".join(f"{s} ||| {t}\n" for s, t in zip(src[:7], tgt[:7])))
+    p = run(work, "-i", "new.txt", "--model-dir", "m", "--align-only", "-o", "new.align", "--no-progress")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert (work / "new.align").read_text().split("\n")[:7] == (work / "c.align").read_text().split("\n")[:7]
+    assert (work / "m" / "fwd" / "checkpoint_last.pt").stat().st_mtime_ns == before
+    # another corpus or setting on the same model directory is refused, not silently mixed
+    p = run(work, "-s", "c.src", "-t", "c.tgt", "--model-dir", "m", "-o", "x.align", *TINY[:-1], "--merges", "40")
+    assert p.returncode == 2 and "made from another corpus or settings (merges)" in p.stderr
+    assert not (work / "x.align").exists()
+
+
+@pytest.mark.slow
+def test_continue_trains_the_model_further(made, tmp_path):
+    work, _, _, _ = made
+    import shutil
+
+    shutil.copytree(work / "m", tmp_path / "m")
+    p = run(work, "-s", "c.src", "-t", "c.tgt", "--model-dir", str(tmp_path / "m"), "--continue",
+            "-o", str(tmp_path / "more.align"), *TINY)
+    assert p.returncode == 0, p.stderr[-2000:]
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    assert manifest["done"]["train.fwd"]["updates"] == 12 and manifest["continued"][0]["max_update"] == 12
+
+
+@pytest.mark.parametrize("content,args,message", [
+    ({"a.src": "x y\nz\n", "a.tgt": "x\n"}, ["-s", "a.src", "-t", "a.tgt", "-o", "o"], "-s a.src has 2 lines but -t a.tgt has 1"),
+    ({"a.src": "x y\n\xff\n", "a.tgt": "x\ny\n"}, ["-s", "a.src", "-t", "a.tgt", "-o", "o"], "a.src:2: not UTF-8"),
+    ({"a.txt": "x ||| y\nno separator\n"}, ["-i", "a.txt", "-o", "o"], "a.txt:2: no '|||'"),
+    ({"a.src": "x\n", "a.tgt": "y\n"}, ["-s", "a.src", "-t", "a.tgt", "-o", "a.src"], "-o a.src is the input -s"),
+    ({"a.src": "x\n", "a.tgt": "y\n"}, ["-s", "a.src", "-t", "a.tgt", "-o", "no/such/dir/o"], "does not exist"),
+    ({"a.src": "x\n", "a.tgt": "y\n"}, ["-s", "a.src", "-t", "a.tgt", "-o", "o", "--links", "best"],
+     "--links: unknown link decision"),
+    ({"a.src": "x\n", "a.tgt": "y\n"}, ["-s", "a.src", "-o", "o"], "give -s SRC -t TGT, or -i FILE"),
+    ({"a.src": "x\n", "a.tgt": "y\n"}, ["-s", "a.src", "-t", "a.tgt", "-o", "o", "--align-only"], "no finished model"),
+    ({"a.src": "x\n", "a.tgt": "y\n"}, ["-s", "a.src", "-t", "a.tgt", "-o", "o", "--max-update", "0"],
+     "argument --max-update: must be >= 1, got 0"),
+])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, content, args, message):
+    for name, text in content.items():
+        (tmp_path / name).write_bytes(text.encode("latin-1"))
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    p = run(tmp_path, *args, "--model-dir", "m")
+    assert p.returncode == 2 and message in p.stderr, p.stderr
+    errors = [line for line in p.stderr.splitlines() if "error:" in line]
+    assert "Traceback" not in p.stderr and len(errors) == 1
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before  # inputs intact, no output
+    assert not (tmp_path / "m").exists()
