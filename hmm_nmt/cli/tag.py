@@ -66,12 +66,54 @@ def load(path, overrides):
     return models[0], task
 
 
+class CheckpointError(ValueError):
+    """A ``--path`` that is not a loadable checkpoint; the message names the flag and the file."""
+
+
+def check_checkpoint(path):
+    """Refuse, before torch reads it, a ``--path`` that cannot be a checkpoint: missing, a folder, empty, or
+    neither a zip archive (torch >= 1.6) nor a pickle (older torch)."""
+    if not os.path.exists(path):
+        raise CheckpointError(f"--path: no checkpoint {path}")
+    if not os.path.isfile(path):
+        raise CheckpointError(f"--path: {path} is not a file")
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if not head:
+        raise CheckpointError(f"--path: {path} is empty (0 bytes), not a checkpoint")
+    if head != b"PK\x03\x04" and head[:1] != b"\x80":
+        raise CheckpointError(f"--path: {path} is not a PyTorch checkpoint (neither a zip archive nor a pickle)")
+
+
+def check_output(output, inputs):
+    """Refuse an ``--output`` whose folder is missing, or that is one of ``inputs`` ((path, flag) pairs)."""
+    folder = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(folder):
+        raise ValueError(f"--output: no such folder {os.path.dirname(output) or '.'}")
+    if os.path.isdir(output):
+        raise ValueError(f"--output: {output} is a folder")
+    for path, flag in inputs:
+        if os.path.exists(output) and os.path.exists(path) and os.path.samefile(output, path):
+            raise ValueError(f"--output: {output} is the {flag} file; write to another file")
+
+
 def load_ensemble(paths, overrides):
     """One model, or a :class:`TaggerEnsemble` of several checkpoints of the same data; the first's task."""
+    import pickle
+    import struct
+    import zipfile
+
     for path in paths:
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"--path: no checkpoint {path}")
-    loaded = [load(path, overrides) for path in paths]
+        check_checkpoint(path)
+    loaded = []
+    for path in paths:
+        try:
+            loaded.append(load(path, overrides))
+        except (EOFError, pickle.UnpicklingError, zipfile.BadZipFile, struct.error, RuntimeError, KeyError, IndexError,
+                UnicodeDecodeError) as e:
+            # a truncated or corrupt archive (torch's "PytorchStreamReader failed ..."), a pickle cut short
+            # (EOFError, struct.error from torch's weights-only unpickler), a checkpoint without fairseq's fields
+            raise CheckpointError(f"--path: cannot load {path}: {type(e).__name__}: {e}") from None
     if len(loaded) == 1:
         return loaded[0]
     check_same_dictionaries([t for _, t in loaded], paths)
@@ -140,15 +182,27 @@ def tag_units(model, task, sentences, word_col, batch_size=64, device="cpu", dec
 
 
 def main(argv=None):
+    """Exit status 0; 2 for bad input (a one-line error naming the flag or ``file:line``, nothing written);
+    130 on Ctrl-C (one line, nothing written)."""
     args = parse_args(argv)
+    try:
+        return run(args)
+    except KeyboardInterrupt:
+        print("hmm-nmt-tag: interrupted; nothing written", file=sys.stderr)
+        return 130
+
+
+def run(args):
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     overrides = {}
     if args.data:
         overrides["data"] = args.data
     if args.train_file:
         overrides["train_file"] = args.train_file
+    paths = [p for p in args.path.split(":") if p]
     try:
-        model, task = load_ensemble([p for p in args.path.split(":") if p], overrides)
+        check_output(args.output, [(args.input, "--input")] + [(p, "--path") for p in paths])
+        model, task = load_ensemble(paths, overrides)
         conllu = task.data_format(task.args) == "conllu"
         column = conllu_column if conllu else int
         sentences = task.read_file(task.args, args.input)
@@ -158,14 +212,18 @@ def main(argv=None):
         if gold_col is not None:
             check_column(args.input, sentences, gold_col, "gold")
     except (CoNLLFormatError, FileNotFoundError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        print(f"hmm-nmt-tag: error: {e}", file=sys.stderr)
+        return 2
     device = "cuda" if torch.cuda.is_available() and not args.cpu else "cpu"
     model.to(device).eval()
     decoded = tag_units(model, task, sentences, word_col, args.batch_size, device, args.decoding)
     preds = [task.to_file_scheme(p) for p in decoded]
-    write_conll(args.output, ([cols + [p] for cols, p in zip(s.rows, pred)] for s, pred in zip(sentences, preds)),
-                sep="\t" if conllu else " ")
+    try:
+        write_conll(args.output, ([cols + [p] for cols, p in zip(s.rows, pred)] for s, pred in zip(sentences, preds)),
+                    sep="\t" if conllu else " ")
+    except OSError as e:
+        print(f"hmm-nmt-tag: error: --output: cannot write {args.output}: {e.strerror or e}", file=sys.stderr)
+        return 2
     n_tok = sum(len(s) for s in sentences)
     print(f"tagged {len(sentences)} sentences, {n_tok} tokens -> {args.output} ({args.decoding} decoding)",
           file=sys.stderr)
