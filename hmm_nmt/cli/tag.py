@@ -1,30 +1,12 @@
 #!/usr/bin/env python3
-"""Tag a CoNLL file with a trained ``sequence_tagging`` checkpoint; write CoNLL with the predicted tags.
+"""``hmm-nmt-tag``: tag a CoNLL file with a trained ``sequence_tagging`` checkpoint; write CoNLL with the tags.
 
-    hmm-nmt-tag --path checkpoints/checkpoint_best.pt --input test.txt --output test.tagged
-
-Each output line is the input line's columns followed by the predicted tag (the conlleval layout when
-the input has a gold column: ``word ... gold predicted``). The words are read from ``--word-column``
-(default: the column the model was trained on). The task (and its dictionaries) is rebuilt from the
-training data recorded in the checkpoint; if that data moved, pass ``--data``/``--train-file``.
-``--decoding viterbi`` writes the best tag sequence the training tag scheme allows (see
-``hmm_nmt.criterions.tagging_cross_entropy.decode_tags``) instead of the per-token arg-max. Predictions are
-written in the file's own tag scheme (the checkpoint's ``--data-tag-scheme``; converted back from the
-training scheme). For entity/chunk tags the script prints the number of invalid sequences, as decoded (in the
-training scheme) and as written (in the file's scheme); with ``--gold-column`` it also prints tag accuracy
-and entity precision/recall/F1 in the file's scheme (seqeval strict, ``hmm_nmt.data.entity_eval``).
-CoNLL-U input (a checkpoint trained with ``--data-format conllu``) is read the same way as in training
-(multiword tokens and empty nodes skipped) and written as tab-separated rows of its ten fields plus the tag.
-The output is written to a temporary file and renamed, so a failed run leaves no partial file.
-
-A checkpoint trained with ``--tagging-unit document`` tags each document's sentences as one sequence
-(``hmm_nmt.data.documents``) and writes the tags sentence by sentence as usual.
-
-``--path a.pt:b.pt:c.pt`` tags with an ensemble of taggers trained on the same data (fairseq's separator;
-``hmm_nmt.models.tagger_ensemble``): their mean per-token probabilities, and under ``--decoding viterbi``
-for CRF taggers the best path of their mean CRF potentials.
+What the command does, its options and its errors: :data:`hmm_nmt_align.base.tag_args.TAG_USAGE` (what ``--help``
+prints; the parser is :func:`hmm_nmt_align.base.tag_args.tag_parser`, buildable without torch, so that the console
+script, :func:`hmm_nmt_align.tag_commands.tag_main`, parses before importing the plugin). This module is the work:
+loading (:func:`load_ensemble`, refusing what is not a checkpoint), batching and decoding (:func:`tag_sentences`,
+:func:`tag_units`) and :func:`run`.
 """
-import argparse
 import logging
 import os
 import sys
@@ -33,30 +15,16 @@ import torch
 from tqdm import tqdm
 
 import hmm_nmt  # noqa: F401  (registers the task/models, makes checkpoints loadable)
-from hmm_nmt.criterions.tagging_cross_entropy import DECODINGS, decode_tags
+from hmm_nmt.criterions.tagging_cross_entropy import decode_tags
 from hmm_nmt.data import documents
 from hmm_nmt.data.conll import CoNLLFormatError, check_column, conllu_column, write_conll
 from hmm_nmt.data.entity_eval import count_invalid, entity_scores
 from hmm_nmt.models.tagger_ensemble import TaggerEnsemble, check_same_dictionaries
+from hmm_nmt_align.base.tag_args import tag_parser
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="hmm-nmt-tag", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--path", required=True,
-                   help="checkpoint (checkpoint_best.pt), or several separated by ':' for an ensemble")
-    p.add_argument("--input", required=True, help="CoNLL file to tag (.gz allowed)")
-    p.add_argument("--output", required=True, help="CoNLL output file")
-    p.add_argument("--word-column", default=None, help="word column of the input (default: training's)")
-    p.add_argument("--gold-column", default=None,
-                   help="gold tag column (CoNLL-U: upos/xpos): print accuracy and entity P/R/F1")
-    p.add_argument("--decoding", choices=DECODINGS, default="argmax",
-                   help="per-token arg-max, or the best sequence the tag scheme allows (Viterbi)")
-    p.add_argument("--data", default=None, help="override the training data directory recorded in the checkpoint")
-    p.add_argument("--train-file", default=None, help="override the training file recorded in the checkpoint")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--cpu", action="store_true", help="never use CUDA")
-    return p.parse_args(argv)
+    return tag_parser().parse_args(argv)
 
 
 def load(path, overrides):
@@ -184,7 +152,11 @@ def tag_units(model, task, sentences, word_col, batch_size=64, device="cpu", dec
 def main(argv=None):
     """Exit status 0; 2 for bad input (a one-line error naming the flag or ``file:line``, nothing written);
     130 on Ctrl-C (one line, nothing written)."""
-    args = parse_args(argv)
+    return main_args(parse_args(argv))
+
+
+def main_args(args):
+    """:func:`main` on parsed arguments (what the console script calls after parsing without torch)."""
     try:
         return run(args)
     except KeyboardInterrupt:

@@ -1,28 +1,10 @@
 """``hmm-nmt-tags``: convert, detect and score entity tag schemes on CoNLL column files.
 
-    hmm-nmt-tags convert --from iob1 --to bioes eng.train eng.train.bioes     # --from omitted: detected
-    hmm-nmt-tags detect eng.train
-    hmm-nmt-tags score --scheme iob2 gold.txt pred.txt                        # entity P/R/F1 (seqeval strict)
-
-Column files: one token per line, the tag in ``--column`` (default the last), blank lines between sentences;
-``-DOCSTART-`` lines and lines without a token (WNUT-17's lone tabs) are sentence breaks and are copied
-through unchanged, as is every column but the tag, byte for byte. The column separator is decided per file:
-tabs if any token line has a tab (every token line must then have the same number of tab-separated columns:
-a line mixing tabs and spaces is refused, never read with a column lost), else runs of spaces; lines end at
-``\n`` only.
-
-``detect`` (and ``--from``/``--scheme`` left to detection) refuses a file without any entity tag: all-O text
-could be in any scheme. ``score`` refuses a GOLD and a PRED that are not token-parallel (naming the first line
-that differs), and a tag whose prefix has no place in the scheme scored (``S-ORG`` under IOB2, ``B-ORG``
-under IO): it names the file, the line and the scheme the file reads as, rather than score it 0; a PRED that
-reads as another scheme with the same prefixes (IOB1 against IOB2) is scored with a warning.
-
-Bad input (a malformed or empty file, a truncated ``.gz``, bytes that are not UTF-8, a ``--column`` past the
-last one, an output folder that does not exist or an output that is the input): one line ``hmm-nmt-tags:
-error: ...`` naming the flag or ``path:line``, exit 2, nothing written. Ctrl-C: exit 130, one line. The
-output file appears only complete (written to a temporary file, then renamed).
+What the command does, its input and its errors: :data:`hmm_nmt_align.base.tag_args.TAGS_USAGE` (what ``--help``
+prints; the parser is :func:`hmm_nmt_align.base.tag_args.tags_parser`, buildable without torch, so that the console
+script, :func:`hmm_nmt_align.tag_commands.tags_main`, parses before importing the plugin). This module is the work:
+:class:`ColumnFile` reads a column file, :func:`run` runs the parsed subcommand.
 """
-import argparse
 import gzip
 import os
 import re
@@ -32,6 +14,7 @@ from typing import Dict, List, Optional, Tuple
 
 from hmm_nmt.data import tag_schemes as ts
 from hmm_nmt_align.base.atomic import atomic_write
+from hmm_nmt_align.base.tag_args import tags_parser
 
 PROG = "hmm-nmt-tags"
 
@@ -258,24 +241,8 @@ def score(opts):
           f"F1 {res['f1']:.2f} ({scheme}, strict spans); invalid sequences {res['invalid']}")
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    c = sub.add_parser("convert", help="re-tag a column file in another scheme")
-    c.add_argument("--from", dest="src", help=f"scheme of the input ({', '.join(ts.SCHEMES)}; default: detected)")
-    c.add_argument("--to", dest="dst", required=True, help="scheme to write")
-    c.add_argument("input")
-    c.add_argument("output")
-    d = sub.add_parser("detect", help="print the scheme a column file is written in")
-    d.add_argument("input")
-    s = sub.add_parser("score", help="entity precision/recall/F1 of PRED against GOLD")
-    s.add_argument("--scheme", help="scheme of both files (default: detected from GOLD)")
-    s.add_argument("--report", action="store_true", help="per-type table too")
-    s.add_argument("gold")
-    s.add_argument("pred")
-    for p in (c, d, s):
-        p.add_argument("--column", type=int, default=-1, help="the tag column (default -1: the last)")
-    opts = ap.parse_args(argv)
+def run(opts) -> int:
+    """Run the parsed command: 0, 2 on bad input (one line on stderr), 130 on Ctrl-C."""
     try:
         {"convert": convert, "detect": detect, "score": score}[opts.cmd](opts)
     except (_Error, ts.TagSchemeError) as e:
@@ -285,6 +252,10 @@ def main(argv=None):
         print(f"{PROG}: interrupted; nothing written", file=sys.stderr)
         return 130
     return 0
+
+
+def main(argv=None) -> int:
+    return run(tags_parser().parse_args(argv))
 
 
 if __name__ == "__main__":

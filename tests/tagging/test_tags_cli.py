@@ -204,3 +204,20 @@ def test_ctrl_c_exits_130_one_line_nothing_written(tmp_path):
     assert r.stderr.strip().splitlines() == ["hmm-nmt-tags: interrupted; nothing written"], r.stderr
     assert "Traceback" not in r.stderr and r.stdout == ""
     assert sorted(os.listdir(tmp_path)) == ["in"]
+
+
+def test_tag_parsers_repeat_the_plugin_lists():
+    """The torch-free parsers of the console scripts list the plugin's schemes and decodings."""
+    from hmm_nmt.criterions.tagging_cross_entropy import DECODINGS
+    from hmm_nmt_align.base import tag_args
+
+    assert tag_args.SCHEMES == tags_cli.ts.SCHEMES and tag_args.DECODINGS == DECODINGS
+
+
+def test_console_entry_point_runs_the_command(tmp_path, capsys):
+    from hmm_nmt_align.tag_commands import tags_main
+
+    src = tmp_path / "in"
+    src.write_text(IOB2)
+    assert tags_main(["detect", str(src)]) == 0 and capsys.readouterr().out == "iob2\n"
+    assert tags_main(["detect", str(tmp_path / "none")]) == 2
