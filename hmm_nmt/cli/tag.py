@@ -1,30 +1,12 @@
 #!/usr/bin/env python3
-"""Tag a CoNLL file with a trained ``sequence_tagging`` checkpoint; write CoNLL with the predicted tags.
+"""``hmm-nmt-tag``: tag a CoNLL file with a trained ``sequence_tagging`` checkpoint; write CoNLL with the tags.
 
-    hmm-nmt-tag --path checkpoints/checkpoint_best.pt --input test.txt --output test.tagged
-
-Each output line is the input line's columns followed by the predicted tag (the conlleval layout when
-the input has a gold column: ``word ... gold predicted``). The words are read from ``--word-column``
-(default: the column the model was trained on). The task (and its dictionaries) is rebuilt from the
-training data recorded in the checkpoint; if that data moved, pass ``--data``/``--train-file``.
-``--decoding viterbi`` writes the best tag sequence the training tag scheme allows (see
-``hmm_nmt.criterions.tagging_cross_entropy.decode_tags``) instead of the per-token arg-max. Predictions are
-written in the file's own tag scheme (the checkpoint's ``--data-tag-scheme``; converted back from the
-training scheme). For entity/chunk tags the script prints the number of invalid sequences, as decoded (in the
-training scheme) and as written (in the file's scheme); with ``--gold-column`` it also prints tag accuracy
-and entity precision/recall/F1 in the file's scheme (seqeval strict, ``hmm_nmt.data.entity_eval``).
-CoNLL-U input (a checkpoint trained with ``--data-format conllu``) is read the same way as in training
-(multiword tokens and empty nodes skipped) and written as tab-separated rows of its ten fields plus the tag.
-The output is written to a temporary file and renamed, so a failed run leaves no partial file.
-
-A checkpoint trained with ``--tagging-unit document`` tags each document's sentences as one sequence
-(``hmm_nmt.data.documents``) and writes the tags sentence by sentence as usual.
-
-``--path a.pt:b.pt:c.pt`` tags with an ensemble of taggers trained on the same data (fairseq's separator;
-``hmm_nmt.models.tagger_ensemble``): their mean per-token probabilities, and under ``--decoding viterbi``
-for CRF taggers the best path of their mean CRF potentials.
+What the command does, its options and its errors: :data:`hmm_nmt_align.base.tag_args.TAG_USAGE` (what ``--help``
+prints; the parser is :func:`hmm_nmt_align.base.tag_args.tag_parser`, buildable without torch, so that the console
+script, :func:`hmm_nmt_align.tag_commands.tag_main`, parses before importing the plugin). This module is the work:
+loading (:func:`load_ensemble`, refusing what is not a checkpoint), batching and decoding (:func:`tag_sentences`,
+:func:`tag_units`) and :func:`run`.
 """
-import argparse
 import logging
 import os
 import sys
@@ -33,30 +15,16 @@ import torch
 from tqdm import tqdm
 
 import hmm_nmt  # noqa: F401  (registers the task/models, makes checkpoints loadable)
-from hmm_nmt.criterions.tagging_cross_entropy import DECODINGS, decode_tags
+from hmm_nmt.criterions.tagging_cross_entropy import decode_tags
 from hmm_nmt.data import documents
 from hmm_nmt.data.conll import CoNLLFormatError, check_column, conllu_column, write_conll
 from hmm_nmt.data.entity_eval import count_invalid, entity_scores
 from hmm_nmt.models.tagger_ensemble import TaggerEnsemble, check_same_dictionaries
+from hmm_nmt_align.base.tag_args import tag_parser
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="hmm-nmt-tag", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--path", required=True,
-                   help="checkpoint (checkpoint_best.pt), or several separated by ':' for an ensemble")
-    p.add_argument("--input", required=True, help="CoNLL file to tag (.gz allowed)")
-    p.add_argument("--output", required=True, help="CoNLL output file")
-    p.add_argument("--word-column", default=None, help="word column of the input (default: training's)")
-    p.add_argument("--gold-column", default=None,
-                   help="gold tag column (CoNLL-U: upos/xpos): print accuracy and entity P/R/F1")
-    p.add_argument("--decoding", choices=DECODINGS, default="argmax",
-                   help="per-token arg-max, or the best sequence the tag scheme allows (Viterbi)")
-    p.add_argument("--data", default=None, help="override the training data directory recorded in the checkpoint")
-    p.add_argument("--train-file", default=None, help="override the training file recorded in the checkpoint")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--cpu", action="store_true", help="never use CUDA")
-    return p.parse_args(argv)
+    return tag_parser().parse_args(argv)
 
 
 def load(path, overrides):
@@ -66,12 +34,54 @@ def load(path, overrides):
     return models[0], task
 
 
+class CheckpointError(ValueError):
+    """A ``--path`` that is not a loadable checkpoint; the message names the flag and the file."""
+
+
+def check_checkpoint(path):
+    """Refuse, before torch reads it, a ``--path`` that cannot be a checkpoint: missing, a folder, empty, or
+    neither a zip archive (torch >= 1.6) nor a pickle (older torch)."""
+    if not os.path.exists(path):
+        raise CheckpointError(f"--path: no checkpoint {path}")
+    if not os.path.isfile(path):
+        raise CheckpointError(f"--path: {path} is not a file")
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if not head:
+        raise CheckpointError(f"--path: {path} is empty (0 bytes), not a checkpoint")
+    if head != b"PK\x03\x04" and head[:1] != b"\x80":
+        raise CheckpointError(f"--path: {path} is not a PyTorch checkpoint (neither a zip archive nor a pickle)")
+
+
+def check_output(output, inputs):
+    """Refuse an ``--output`` whose folder is missing, or that is one of ``inputs`` ((path, flag) pairs)."""
+    folder = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(folder):
+        raise ValueError(f"--output: no such folder {os.path.dirname(output) or '.'}")
+    if os.path.isdir(output):
+        raise ValueError(f"--output: {output} is a folder")
+    for path, flag in inputs:
+        if os.path.exists(output) and os.path.exists(path) and os.path.samefile(output, path):
+            raise ValueError(f"--output: {output} is the {flag} file; write to another file")
+
+
 def load_ensemble(paths, overrides):
     """One model, or a :class:`TaggerEnsemble` of several checkpoints of the same data; the first's task."""
+    import pickle
+    import struct
+    import zipfile
+
     for path in paths:
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"--path: no checkpoint {path}")
-    loaded = [load(path, overrides) for path in paths]
+        check_checkpoint(path)
+    loaded = []
+    for path in paths:
+        try:
+            loaded.append(load(path, overrides))
+        except (EOFError, pickle.UnpicklingError, zipfile.BadZipFile, struct.error, RuntimeError, KeyError, IndexError,
+                UnicodeDecodeError) as e:
+            # a truncated or corrupt archive (torch's "PytorchStreamReader failed ..."), a pickle cut short
+            # (EOFError, struct.error from torch's weights-only unpickler), a checkpoint without fairseq's fields
+            raise CheckpointError(f"--path: cannot load {path}: {type(e).__name__}: {e}") from None
     if len(loaded) == 1:
         return loaded[0]
     check_same_dictionaries([t for _, t in loaded], paths)
@@ -140,15 +150,31 @@ def tag_units(model, task, sentences, word_col, batch_size=64, device="cpu", dec
 
 
 def main(argv=None):
-    args = parse_args(argv)
+    """Exit status 0; 2 for bad input (a one-line error naming the flag or ``file:line``, nothing written);
+    130 on Ctrl-C (one line, nothing written)."""
+    return main_args(parse_args(argv))
+
+
+def main_args(args):
+    """:func:`main` on parsed arguments (what the console script calls after parsing without torch)."""
+    try:
+        return run(args)
+    except KeyboardInterrupt:
+        print("hmm-nmt-tag: interrupted; nothing written", file=sys.stderr)
+        return 130
+
+
+def run(args):
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     overrides = {}
     if args.data:
         overrides["data"] = args.data
     if args.train_file:
         overrides["train_file"] = args.train_file
+    paths = [p for p in args.path.split(":") if p]
     try:
-        model, task = load_ensemble([p for p in args.path.split(":") if p], overrides)
+        check_output(args.output, [(args.input, "--input")] + [(p, "--path") for p in paths])
+        model, task = load_ensemble(paths, overrides)
         conllu = task.data_format(task.args) == "conllu"
         column = conllu_column if conllu else int
         sentences = task.read_file(task.args, args.input)
@@ -158,14 +184,18 @@ def main(argv=None):
         if gold_col is not None:
             check_column(args.input, sentences, gold_col, "gold")
     except (CoNLLFormatError, FileNotFoundError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        print(f"hmm-nmt-tag: error: {e}", file=sys.stderr)
+        return 2
     device = "cuda" if torch.cuda.is_available() and not args.cpu else "cpu"
     model.to(device).eval()
     decoded = tag_units(model, task, sentences, word_col, args.batch_size, device, args.decoding)
     preds = [task.to_file_scheme(p) for p in decoded]
-    write_conll(args.output, ([cols + [p] for cols, p in zip(s.rows, pred)] for s, pred in zip(sentences, preds)),
-                sep="\t" if conllu else " ")
+    try:
+        write_conll(args.output, ([cols + [p] for cols, p in zip(s.rows, pred)] for s, pred in zip(sentences, preds)),
+                    sep="\t" if conllu else " ")
+    except OSError as e:
+        print(f"hmm-nmt-tag: error: --output: cannot write {args.output}: {e.strerror or e}", file=sys.stderr)
+        return 2
     n_tok = sum(len(s) for s in sentences)
     print(f"tagged {len(sentences)} sentences, {n_tok} tokens -> {args.output} ({args.decoding} decoding)",
           file=sys.stderr)

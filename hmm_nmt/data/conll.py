@@ -10,15 +10,18 @@ line between sentences, e.g. CoNLL-2000 chunking (``word POS chunk``)::
 Lines starting with ``-DOCSTART-`` (CoNLL-2003) are document boundaries: they end the current sentence
 and are not tokens; every :class:`Sentence` carries the 0-based index of its document (``doc``; 0 before
 the first boundary). A line holding only white space (WNUT-17's lone tabs) is a sentence break like an
-empty one. Files whose name ends in ``.gz`` are read through gzip. :func:`read_conllu` reads CoNLL-U
+empty one. Lines end at ``\n`` only: a ``\r`` (of CRLF), U+2028, U+0085 or form feed inside a line is white
+space within it, never a line break, so line numbers are those of ``\n``-counting tools. Files whose name ends
+in ``.gz`` are read through gzip. :func:`read_conllu` reads CoNLL-U
 (Universal Dependencies) through the ``conllu`` library. Every token line of one file must have the same number of
-columns; a line that does not, a column index out of range, or a file without any sentence raises
-:class:`CoNLLFormatError` whose message starts with ``path:line:``.
+columns; a line that does not, a column index out of range, bytes that are not UTF-8, a truncated gzip
+stream, or a file without any sentence raises :class:`CoNLLFormatError` whose message starts with
+``path:line:``.
 """
 import gzip
-import io
 import os
 import random
+import zlib
 
 from hmm_nmt_align.base.atomic import atomic_output
 
@@ -27,10 +30,22 @@ class CoNLLFormatError(ValueError):
     """Malformed CoNLL input; the message names the file and the line."""
 
 
-def _open_text(path):
-    if path.endswith(".gz"):
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
-    return open(path, encoding="utf-8")
+def _numbered_lines(path):
+    """``(line number, line)`` of ``path`` (gzip if it ends in ``.gz``), lines split at ``\n`` only and kept
+    with it; bytes that are not UTF-8, a truncated or corrupt gzip stream raise :class:`CoNLLFormatError`
+    naming ``path:line``."""
+    lineno = 0
+    try:
+        with (gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")) as f:
+            for lineno, raw in enumerate(f, start=1):
+                try:
+                    yield lineno, raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise CoNLLFormatError(f"{path}:{lineno}: not UTF-8 text (byte {raw[e.start]:#04x} at "
+                                           f"column {len(raw[:e.start].decode('utf-8', 'replace')) + 1})") from None
+    except (OSError, EOFError, zlib.error) as e:
+        what = "not a complete gzip file" if path.endswith(".gz") else "cannot read"
+        raise CoNLLFormatError(f"{path}:{lineno + 1}: {what}: {e}") from None
 
 
 class Sentence:
@@ -62,35 +77,31 @@ def read_conll(path, num_columns=None, comment_prefix=None, min_columns=1):
     sentences, rows, lines = [], [], []
     doc = 0
     expected = num_columns
-    try:
-        with _open_text(path) as f:
-            for lineno, raw in enumerate(f, start=1):
-                line = raw.strip()
-                is_doc = line.startswith("-DOCSTART-")
-                if not line or is_doc:
-                    if rows:
-                        sentences.append(Sentence(rows, lines, doc))
-                        rows, lines = [], []
-                    if is_doc and sentences:
-                        doc += 1
-                    continue
-                if comment_prefix and line.startswith(comment_prefix):
-                    continue
-                cols = line.split()
-                if expected is None:
-                    expected = len(cols)
-                    if expected < min_columns:
-                        raise CoNLLFormatError(
-                            f"{path}:{lineno}: expected at least {min_columns} columns, found {expected}: {line!r}"
-                        )
-                if len(cols) != expected:
-                    raise CoNLLFormatError(
-                        f"{path}:{lineno}: expected {expected} columns, found {len(cols)}: {line!r}"
-                    )
-                rows.append(cols)
-                lines.append(lineno)
-    except (UnicodeDecodeError, OSError, EOFError) as e:
-        raise CoNLLFormatError(f"{path}: cannot read as (gzipped) UTF-8 text: {e}") from e
+    for lineno, raw in _numbered_lines(path):
+        line = raw.strip()
+        is_doc = line.startswith("-DOCSTART-")
+        if not line or is_doc:
+            if rows:
+                sentences.append(Sentence(rows, lines, doc))
+                rows, lines = [], []
+            if is_doc and sentences:
+                doc += 1
+            continue
+        if comment_prefix and line.startswith(comment_prefix):
+            continue
+        cols = line.split()
+        if expected is None:
+            expected = len(cols)
+            if expected < min_columns:
+                raise CoNLLFormatError(
+                    f"{path}:{lineno}: expected at least {min_columns} columns, found {expected}: {line!r}"
+                )
+        if len(cols) != expected:
+            raise CoNLLFormatError(
+                f"{path}:{lineno}: expected {expected} columns, found {len(cols)}: {line!r}"
+            )
+        rows.append(cols)
+        lines.append(lineno)
     if rows:
         sentences.append(Sentence(rows, lines, doc))
     if not sentences:
@@ -149,23 +160,19 @@ def read_conllu(path):
         if rows:
             sentences.append(Sentence(rows, lines))
 
-    try:
-        with _open_text(path) as f:
-            for lineno, raw in enumerate(f, start=1):
-                line = raw.rstrip("\r\n")
-                if not line.strip():
-                    flush()
-                    block, block_lines = [], []
-                    continue
-                if line.startswith("#"):
-                    continue
-                if len(line.split("\t")) != 10:
-                    raise CoNLLFormatError(f"{path}:{lineno}: expected 10 tab-separated CoNLL-U fields, found "
-                                           f"{len(line.split(chr(9)))}: {line!r}")
-                block.append(line + "\n")
-                block_lines.append(lineno)
-    except (UnicodeDecodeError, OSError, EOFError) as e:
-        raise CoNLLFormatError(f"{path}: cannot read as (gzipped) UTF-8 text: {e}") from e
+    for lineno, raw in _numbered_lines(path):
+        line = raw.rstrip("\r\n")
+        if not line.strip():
+            flush()
+            block, block_lines = [], []
+            continue
+        if line.startswith("#"):
+            continue
+        if len(line.split("\t")) != 10:
+            raise CoNLLFormatError(f"{path}:{lineno}: expected 10 tab-separated CoNLL-U fields, found "
+                                   f"{len(line.split(chr(9)))}: {line!r}")
+        block.append(line + "\n")
+        block_lines.append(lineno)
     flush()
     if not sentences:
         raise CoNLLFormatError(f"{path}:1: empty file, no sentence found")

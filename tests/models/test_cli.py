@@ -83,16 +83,38 @@ def test_generate_translates_every_sentence_of_a_set_not_a_multiple_of_8(trained
 
 
 @pytest.mark.slow
-def test_interactive_translates_and_refuses_empty_line(trained, toy):
+def test_interactive_translates(trained, toy):
     _, save, _ = trained
     first = open(toy / "raw" / "test.src").readline()
     args = [str(toy / "bin"), "--user-dir", USER_DIR, "--path", str(save / "checkpoint_best.pt"),
             "--source-lang", "src", "--target-lang", "tgt", "--beam", "3"]
     proc = fairseq("interactive", *args, input=first)
     assert re.search(r"^H-0\t-?[\d.]+\t\S+", proc.stdout, re.M)
-    bad = fairseq("interactive", *args, input="\n", check=False)
-    assert bad.returncode != 0
-    assert "empty source sentence" in bad.stderr
+
+
+@pytest.mark.slow
+def test_generate_and_interactive_translate_an_empty_source_line(trained, toy, tmp_path):
+    """An empty source line (EOS alone) is translated like any other, as by the plain transformer: every
+    line of the set gets its hypothesis, in fairseq-generate (binarized) and fairseq-interactive (batched)."""
+    _, save, _ = trained
+    lines = open(toy / "raw" / "test.src").read().splitlines()[:6]
+    lines[3] = ""
+    (tmp_path / "t.src").write_text("\n".join(lines) + "\n")
+    (tmp_path / "t.tgt").write_text("\n".join(open(toy / "raw" / "test.tgt").read().splitlines()[:6]) + "\n")
+    fairseq("preprocess", "--source-lang", "src", "--target-lang", "tgt", "--testpref", str(tmp_path / "t"),
+            "--destdir", str(tmp_path / "bin"), "--srcdict", str(toy / "bin" / "dict.src.txt"),
+            "--tgtdict", str(toy / "bin" / "dict.tgt.txt"), "--workers", "1")
+    ckpt = str(save / "checkpoint_best.pt")
+    gen = fairseq("generate", str(tmp_path / "bin"), "--user-dir", USER_DIR, "--path", ckpt, "--beam", "3",
+                  "--batch-size", "8", "--required-batch-size-multiple", "1")
+    assert sorted(int(i) for i in re.findall(r"^H-(\d+)\t", gen.stdout, re.M)) == list(range(6)), gen.stdout
+    assert re.search(r"^S-3\t$", gen.stdout, re.M), gen.stdout  # the empty source, translated
+    inter = fairseq("interactive", str(toy / "bin"), "--user-dir", USER_DIR, "--path", ckpt, "--source-lang", "src",
+                    "--target-lang", "tgt", "--beam", "3", "--buffer-size", "6", "--batch-size", "6",
+                    input="\n".join(lines) + "\n")
+    hyps = dict(re.findall(r"^H-(\d+)\t-?[\d.]+\t(.*)$", inter.stdout, re.M))
+    assert sorted(int(i) for i in hyps) == list(range(6)), inter.stdout
+    assert "Traceback" not in inter.stderr
 
 
 @pytest.mark.slow

@@ -3,7 +3,7 @@ import argparse
 
 import pytest
 import torch
-from dhmm_testlib import batch, build, make_dict
+from dhmm_testlib import batch, build, decode_incrementally, make_dict
 from fairseq import options
 from fairseq.sequence_generator import SequenceGenerator
 
@@ -199,11 +199,25 @@ def test_parameter_count_within_a_few_percent_of_transformer():
     assert 1.0 < n_dhmm / n_base < 1.05, (n_base, n_dhmm)
 
 
-def test_empty_source_sentence_is_refused():
-    m, d = build("transformer_dhmm")
-    src = torch.tensor([[d.index("w1"), d.eos()], [d.pad(), d.eos()]])
-    with pytest.raises(ValueError, match="empty source sentence"):
-        m.encoder(src, src_lengths=torch.tensor([2, 1]))
+@pytest.mark.parametrize("arch", [a for a, _ in ORDERS])
+def test_empty_source_is_translated_like_alone(arch):
+    """A source of EOS alone (an empty input line) has J = 1 position: the mixture is a distribution, the same
+    in a batch (left-padded) as alone, and incremental decoding gives the full-sequence outputs."""
+    m, d = build(arch)
+    m.eval()
+    w = [d.index(f"w{k}") for k in range(9)]
+    src = torch.tensor([[w[0], w[1], d.eos()], [d.pad(), d.pad(), d.eos()]])
+    lengths = torch.tensor([3, 1])
+    prev = torch.tensor([[d.eos(), w[6], w[7]], [d.eos(), w[2], w[3]]])
+    with torch.no_grad():
+        out = m(src, lengths, prev)
+        lp = m.get_normalized_probs(out, log_probs=True).double()
+        alone = m(src[1:, 2:], lengths[1:], prev[1:])[0]
+        inc, _ = decode_incrementally(m, src, lengths, prev)
+    assert torch.isfinite(lp).all()
+    assert torch.allclose(lp.exp().sum(-1), torch.ones(2, 3, dtype=F64), atol=1e-5)
+    assert torch.allclose(out[0][1].double(), alone[0].double(), atol=1e-5)
+    assert torch.allclose(inc.double(), out[0].double(), atol=1e-5)
 
 
 @pytest.mark.parametrize("arch", [a for a, _ in ORDERS])

@@ -250,11 +250,11 @@ def test_cli_trains_a_tagger_and_tags_a_file(tmp_path, capsys):
         assert all(row[3] in tag_set for row in t.rows)
     acc = float(r.stdout.split("accuracy")[1].split()[0])
     assert acc > 60  # the majority tag (I-NP) has about 31 %
-    # malformed input: clear error with the line, exit 1, no output written
+    # malformed input: clear error with the line, exit 2, no output written
     bad = tmp_path / "bad.txt"
     bad.write_text("The DT B-NP\nbig JJ\n")
     tag_main = load_tag_script().main
-    assert tag_main(["--path", str(ckpt), "--input", str(bad), "--output", str(tmp_path / "bad.out")]) == 1
+    assert tag_main(["--path", str(ckpt), "--input", str(bad), "--output", str(tmp_path / "bad.out")]) == 2
     assert "bad.txt:2: expected 3 columns, found 2" in capsys.readouterr().err
     assert not (tmp_path / "bad.out").exists()
 
