@@ -48,12 +48,13 @@ def check_max_tokens(pairs, keep: Sequence[int], max_tokens: Optional[int], path
     Refused naming --max-tokens and the line (rather than fairseq's assertion)."""
     if max_tokens is None:
         return
-    for k in keep:
-        n = max(len(pairs[k].src), len(pairs[k].tgt))
+    sizes = {k: max(len(pairs[k].src), len(pairs[k].tgt)) for k in keep}
+    for k, n in sizes.items():
         if n > max_tokens:
             where = f"line {k + 1} of {path}" if path else f"pair {k + 1}"
             raise ExtractionError(f"--max-tokens {max_tokens} is smaller than {where} ({len(pairs[k].src)} source / "
-                                  f"{len(pairs[k].tgt)} target pieces with EOS): give --max-tokens {n} or more")
+                                  f"{len(pairs[k].tgt)} target pieces with EOS): give --max-tokens "
+                                  f"{max(sizes.values())} or more")
 
 
 def align_text(model, task, src_lines: Sequence[Sequence[str]], tgt_lines: Sequence[Sequence[str]], segmenter,
