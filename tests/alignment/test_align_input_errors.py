@@ -36,6 +36,28 @@ def adapt(*args):
     return run("hmm_nmt_align.adapt", "--no-progress", *args)
 
 
+def open_fifo_writer(fifo, proc, limit_s=300):
+    """Open ``fifo`` for writing once ``proc`` has opened it for reading; fail (rather than block for ever)
+    when ``proc`` exits first, e.g. because it refuses the FIFO."""
+    import errno
+    import time
+
+    start = time.monotonic()
+    while True:
+        try:
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError as e:
+            if e.errno != errno.ENXIO:  # ENXIO: no reader yet
+                raise
+        if proc.poll() is not None:
+            raise AssertionError(f"exited {proc.returncode} without opening the FIFO: {proc.stderr.read()}")
+        assert time.monotonic() - start < limit_s, "the command never opened the FIFO"
+        time.sleep(0.05)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "w")
+
+
 def w(path, lines):
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return str(path)
@@ -221,7 +243,7 @@ def test_align_ctrl_c_is_one_line_and_exit_130(tmp_path, text):
     proc = subprocess.Popen(cmd("hmm_nmt_align.extract", "--no-progress", *base_args(fifo, text[1]), "-o", str(out)),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT,
                             preexec_fn=default_sigint)
-    with open(fifo, "w") as f:  # returns once the command opens the FIFO
+    with open_fifo_writer(fifo, proc) as f:
         f.write(SRC[0] + "\n")
         f.flush()
         proc.send_signal(signal.SIGINT)

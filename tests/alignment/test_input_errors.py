@@ -19,6 +19,28 @@ def run(*args, **kw):
                           cwd=ROOT, timeout=120, **kw)
 
 
+def open_fifo_writer(fifo, proc, limit_s=300):
+    """Open ``fifo`` for writing once ``proc`` has opened it for reading; fail (rather than block for ever)
+    when ``proc`` exits first, e.g. because it refuses the FIFO."""
+    import errno
+    import time
+
+    start = time.monotonic()
+    while True:
+        try:
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError as e:
+            if e.errno != errno.ENXIO:  # ENXIO: no reader yet
+                raise
+        if proc.poll() is not None:
+            raise AssertionError(f"exited {proc.returncode} without opening the FIFO: {proc.stderr.read()}")
+        assert time.monotonic() - start < limit_s, "the command never opened the FIFO"
+        time.sleep(0.05)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "w")
+
+
 def w(tmp_path, name, text):
     p = tmp_path / name
     p.write_text(text, encoding="utf-8")
@@ -89,7 +111,7 @@ def test_symmetrize_never_overwrites_an_input(tmp_path, which):
 @pytest.mark.parametrize("cmd", ["aer", "symmetrize"])
 def test_ctrl_c_is_one_line_and_exit_130(tmp_path, cmd):
     """SIGINT while the command reads its input (a FIFO): one line, 130, the old output kept, no temporary file.
-    Opening the FIFO for writing returns once the command has opened it, so the signal arrives inside its main,
+    The FIFO is opened for writing once the command has opened it, so the signal arrives inside its main,
     never during the interpreter's start; the FIFO is closed after the signal, so a signal that arrived between
     two read calls (pending, not interrupting one) is raised as soon as the read returns."""
     fifo = str(tmp_path / "fifo")
@@ -99,7 +121,7 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path, cmd):
     args = ["aer", fifo, other] if cmd == "aer" else ["symmetrize", fifo, other, "-c", "union", "-o", out]
     proc = subprocess.Popen([sys.executable, "-m", "hmm_nmt_align", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT, preexec_fn=default_sigint)
-    with open(fifo, "w") as f:  # blocks until the command opens the FIFO
+    with open_fifo_writer(fifo, proc) as f:
         f.write("0-0\n")
         f.flush()
         proc.send_signal(signal.SIGINT)
