@@ -25,14 +25,12 @@ import os
 import sys
 from typing import List, Optional
 
-import torch
+from hmm_nmt_align.base.console import ExtractionError, clobbered_input, interruptible
 
-from hmm_nmt.aligner.matrices import ExtractionError
-from hmm_nmt.aligner.pairs import encode_pair, pair_dataset, too_long
+from .extract import input_files, readable_file, setup_logging
 
-from .extract import setup_logging
-from .loading import load_model
-from .raw_text import read_text_inputs
+# torch, fairseq and the model layer are imported once the arguments are checked (--help, a bad flag, Ctrl-C
+# answer at once)
 
 logger = logging.getLogger("hmm_nmt.adapt")
 
@@ -82,6 +80,10 @@ def adapt(model, task, criterion, pairs, updates: int, lr: float = 5e-4, warmup:
     """``updates`` Adam steps of ``criterion`` on ``pairs`` (:class:`~hmm_nmt.aligner.pairs.EncodedPair`);
     returns the per-update training losses (per target token, as fairseq logs them, in nats).
     ``on_update(step, losses)``, when given, is called after every update (the model in training mode)."""
+    import torch
+
+    from hmm_nmt.aligner.pairs import pair_dataset
+
     dataset = pair_dataset(pairs, task)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=lr, betas=(0.9, 0.98), eps=1e-8)
@@ -124,6 +126,8 @@ def adapt(model, task, criterion, pairs, updates: int, lr: float = 5e-4, warmup:
 
 
 def atomic_torch_save(obj, path: str) -> None:
+    import torch
+
     tmp = f"{path}.tmp{os.getpid()}"
     try:
         torch.save(obj, tmp)
@@ -133,10 +137,10 @@ def atomic_torch_save(obj, path: str) -> None:
             os.remove(tmp)
 
 
+@interruptible("hmm-nmt-adapt")
 def main(argv: Optional[List[str]] = None) -> int:
     p = build_parser()
     args = p.parse_args(argv)
-    setup_logging()
     try:
         try:
             save_at = sorted({int(x) for x in args.updates.split(",") if x.strip()})
@@ -155,27 +159,46 @@ def main(argv: Optional[List[str]] = None) -> int:
                                   "segmentation)" + (f"; got {' and '.join(given)}" if given else ""))
         for flag, path in (("--src-text", args.src_text), ("--tgt-text", args.tgt_text),
                            ("--bpe-codes", args.bpe_codes), ("--spm-model", args.spm_model)):
-            if path is not None and not os.path.isfile(path):
+            if path is not None and not readable_file(path):
                 raise ExtractionError(f"{flag}: file not found: {path}")
+        if not os.path.isfile(args.path):
+            raise ExtractionError(f"--path: checkpoint not found: {args.path}")
         out_dir = os.path.dirname(os.path.abspath(args.output.replace("{updates}", "0")))
         if not os.path.isdir(out_dir):
             raise ExtractionError(f"-o: directory {out_dir} does not exist")
+        for step in save_at:
+            out = args.output.replace("{updates}", str(step))
+            hit = clobbered_input(out, input_files(args))
+            if hit:
+                raise ExtractionError(f"-o {out} is the same file as {hit[0]} {hit[1]}: refusing to overwrite an input")
+        from hmm_nmt.aligner.pairs import encode_pair, too_long
+
+        from .loading import load_model, read_checkpoint
+        from .raw_text import read_text_inputs
+
+        setup_logging()
         src_lines, tgt_lines, segmenter = read_text_inputs(args.src_text, args.tgt_text, args.bpe_codes,
                                                              args.spm_model)
         model, task = load_model(args.path, args.data, args.cpu)
-        from fairseq import checkpoint_utils
-
-        state = checkpoint_utils.load_checkpoint_to_cpu(args.path)
+        state = read_checkpoint(args.path)
         criterion = _criterion(task, state)
-        pairs = [encode_pair(s, t, segmenter, task.source_dictionary, task.target_dictionary)
-                 for s, t in zip(src_lines, tgt_lines) if s and t]
+        lines = [k for k, (s, t) in enumerate(zip(src_lines, tgt_lines)) if s and t]  # 0-based input lines
+        pairs = [encode_pair(src_lines[k], tgt_lines[k], segmenter, task.source_dictionary, task.target_dictionary)
+                 for k in lines]
         long = too_long(model, pairs)
         if long:
             k, why = next(iter(long.items()))
-            raise ExtractionError(f"{len(long)} pairs are too long for the model (the first, pair {k + 1} of the "
-                                  f"non-empty ones: {why}); shorten or drop them")
+            raise ExtractionError(f"{len(long)} pairs are too long for the model (the first, line {lines[k] + 1} of "
+                                  f"{args.src_text}: {why}); shorten or drop them")
         if not pairs:
             raise ExtractionError(f"{args.src_text}: no pair with two non-empty sides to adapt on")
+        for k, pair in enumerate(pairs):  # fairseq's batch sampler asserts that every pair fits a batch
+            n = max(len(pair.src), len(pair.tgt))
+            if n > args.max_tokens:
+                raise ExtractionError(f"--max-tokens {args.max_tokens} is smaller than line {lines[k] + 1} of "
+                                      f"{args.src_text} ({len(pair.src)} source / {len(pair.tgt)} target pieces with "
+                                      f"EOS): give --max-tokens {max(max(len(q.src), len(q.tgt)) for q in pairs)} or "
+                                      "more")
         logger.info(f"adapting {args.path} on {len(pairs)} pairs of {args.src_text} / {args.tgt_text}: "
                     f"{args.updates} updates, lr {args.lr}, warm-up {args.warmup}, max tokens {args.max_tokens}")
         from omegaconf import OmegaConf

@@ -31,6 +31,7 @@ import time
 from typing import List, Optional, Sequence
 
 from .aer import corpus_scores
+from .base.console import interruptible
 from .base.symmetrize import METHODS, symmetrize
 from .cli import format_summary
 from .io import FORMATS, Alignment, AlignmentFormatError, read_alignments, read_pharaoh, read_tokens, write_pharaoh
@@ -69,6 +70,7 @@ def run_fast_align(src: Sequence[str], tgt: Sequence[str], workdir: str) -> List
     return [Alignment.from_links(map(tuple, r["alignments"])) for r in out]
 
 
+@interruptible("hmm-nmt-baselines")
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="hmm-nmt-baselines", description=__doc__.split("\n\n")[0])
     p.add_argument("src", metavar="SRC")

@@ -1,7 +1,9 @@
 """Command-line entry points ``hmm-nmt-aer`` and ``hmm-nmt-symmetrize``.
 
-Bad input (malformed link, index out of range, mismatched sentence counts, unreadable file) prints one
-line ``PROG: error: FILE:LINE: message`` on stderr and exits with status 2; no output file is written.
+Bad input (malformed link, index out of range, mismatched sentence counts, unreadable file, empty files, an
+output that is one of the inputs) prints one line ``PROG: error: FILE:LINE: message`` on stderr and exits
+with status 2; no output file is written. Ctrl-C: ``PROG: interrupted``, status 130. ``hmm-nmt-aer`` warns
+when one file never uses index 0 while the other does (a 1-based file scored as 0-based).
 """
 import argparse
 import json
@@ -10,6 +12,7 @@ import sys
 from typing import List, Optional
 
 from .aer import corpus_scores, sentence_scores
+from .base.console import clobbered_input, interruptible
 from .base.symmetrize import METHODS, symmetrize
 from .io import (
     FORMATS,
@@ -46,6 +49,25 @@ def _json_value(x):
     return x
 
 
+def _uses_zero(alignments) -> bool:
+    return any(i == 0 or j == 0 for a in alignments for i, j in a.possible)
+
+
+def base_hint(gold, hyp) -> Optional[str]:
+    """A warning when one file never uses index 0 (on either side) while the other does: the sign of a
+    1-based file read as 0-based (every link then misses by one), e.g. a 1-based gold against the 0-based
+    output of hmm-nmt-align."""
+    if not any(a.possible for a in gold) or not any(a.possible for a in hyp):
+        return None
+    g0, h0 = _uses_zero(gold), _uses_zero(hyp)
+    if g0 == h0:
+        return None
+    one, other, flag = ("GOLD", "HYP", "--gold-one-based") if h0 else ("HYP", "GOLD", "--hyp-one-based")
+    return (f"{one} never uses index 0 (source or target) while {other} does: if {one} is 1-based, give {flag} "
+            "(or --one-based when both are); scored as given")
+
+
+@interruptible("hmm-nmt-aer")
 def aer_main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(
         prog="hmm-nmt-aer",
@@ -60,6 +82,7 @@ def aer_main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--one-based", action="store_true", help="indices (and naacl sentence numbers) start at 1")
     p.add_argument("--gold-one-based", action="store_true",
                    help="GOLD only is 1-based (e.g. the Hansards gold's i-j/ipj against hmm-nmt-align's 0-based HYP)")
+    p.add_argument("--hyp-one-based", action="store_true", help="HYP only is 1-based")
     p.add_argument("--format", choices=FORMATS, default="pharaoh", help="format of both files (default pharaoh)")
     p.add_argument("--gold-format", choices=FORMATS, help="format of GOLD (overrides --format)")
     p.add_argument("--hyp-format", choices=FORMATS, help="format of HYP (overrides --format)")
@@ -67,6 +90,7 @@ def aer_main(argv: Optional[List[str]] = None) -> int:
     args = p.parse_args(argv)
     gfmt, hfmt = args.gold_format or args.format, args.hyp_format or args.format
     gold_one = args.one_based or args.gold_one_based
+    hyp_one = args.one_based or args.hyp_one_based
     try:
         src_lens = [len(s) for s in read_tokens(args.src)] if args.src else None
         tgt_lens = [len(s) for s in read_tokens(args.tgt)] if args.tgt else None
@@ -76,8 +100,8 @@ def aer_main(argv: Optional[List[str]] = None) -> int:
 
         def read_hyp(count):
             if args.reverse_hyp:  # the file's first index is a target position
-                return read_alignments(args.hyp, hfmt, args.one_based, count, tgt_lens, src_lens, reverse=True)
-            return read_alignments(args.hyp, hfmt, args.one_based, count, src_lens, tgt_lens)
+                return read_alignments(args.hyp, hfmt, hyp_one, count, tgt_lens, src_lens, reverse=True)
+            return read_alignments(args.hyp, hfmt, hyp_one, count, src_lens, tgt_lens)
 
         # a naacl file does not know how many sentences there are: take the other file's count
         if gfmt == "naacl" and hfmt != "naacl" and n is None:
@@ -87,8 +111,17 @@ def aer_main(argv: Optional[List[str]] = None) -> int:
             gold = read_alignments(args.gold, gfmt, gold_one, n, src_lens, tgt_lens)
             hyp = read_hyp(len(gold) if n is None else n)
         check_same_count(gold, hyp, args.gold, args.hyp)
+        if not gold:
+            raise AlignmentFormatError(f"no sentences in GOLD nor in HYP ({args.hyp}): empty files, nothing to score",
+                                       args.gold)
+        if not any(g.possible for g in gold) and not any(h.possible for h in hyp):
+            raise AlignmentFormatError(f"no link in GOLD nor in HYP ({args.hyp}, {len(gold)} sentences): the AER "
+                                       "is undefined", args.gold)
     except AlignmentFormatError as e:
         return _die(p.prog, e)
+    hint = base_hint(gold, hyp)
+    if hint:
+        sys.stderr.write(f"{p.prog}: warning: {hint}\n")
     scores = corpus_scores(gold, hyp)
     if args.json:
         obj = {k: _json_value(v) for k, v in scores.items()}
@@ -99,6 +132,7 @@ def aer_main(argv: Optional[List[str]] = None) -> int:
     return 0
 
 
+@interruptible("hmm-nmt-symmetrize")
 def symmetrize_main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(
         prog="hmm-nmt-symmetrize",
@@ -113,6 +147,10 @@ def symmetrize_main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--tgt", metavar="T", help="target sentences, to check indices and line counts")
     p.add_argument("--one-based", action="store_true", help="input and output indices start at 1")
     args = p.parse_args(argv)
+    hit = clobbered_input(args.output, (("FWD", args.fwd), ("REV", args.rev), ("--src", args.src), ("--tgt", args.tgt)))
+    if hit:
+        return _die(p.prog, AlignmentFormatError(f"-o is the same file as {hit[0]} {hit[1]}: refusing to overwrite "
+                                                 "an input", args.output))
     try:
         src_lens = [len(s) for s in read_tokens(args.src)] if args.src else None
         tgt_lens = [len(s) for s in read_tokens(args.tgt)] if args.tgt else None

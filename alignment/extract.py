@@ -43,32 +43,65 @@ in-memory pairs) and :mod:`hmm_nmt_align.base.links` (link decisions), and by :m
 subset), :mod:`hmm_nmt_align.subset` (binarized input) and :mod:`hmm_nmt_align.raw_text` (text input).
 """
 import argparse
+import importlib
 import logging
 import os
 import sys
 import warnings
-from typing import List, Optional, Tuple
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
-from hmm_nmt.aligner.matrices import (  # noqa: F401
+from hmm_nmt_align.base.console import ExtractionError, clobbered_input, interruptible
+from hmm_nmt_align.base.links import (  # noqa: F401
     METHODS,
-    ExtractionError,
-    SentenceMatrices,
-    available_methods,
-    batch_matrices,
-    dataset_matrices,
-    default_layers,
-    model_type,
-    parse_layers,
-    unavailable,
+    POOLS,
+    SOFT,
+    LinkOptions,
+    argmax_links,
+    parse_decision,
+    sentence_word_links,
 )
-from hmm_nmt.aligner.pairs import EncodedPair, align_encoded, encode_pair, pair_dataset, too_long  # noqa: F401
-from hmm_nmt_align.base.links import POOLS, SOFT, LinkOptions, argmax_links, parse_decision, sentence_word_links  # noqa: F401
+from hmm_nmt_align.base.subword import BPE_STYLES
 from hmm_nmt_align.base.symmetrize import METHODS as HARD_SYMMETRIZATIONS
 
 from .io import atomic_write, format_pharaoh
-from .loading import load_model, load_subset  # noqa: F401
-from .raw_text import align_text, read_text_inputs, read_text_pair
-from .subset import BPE_STYLES, align_subset, extract_matrices, word_links  # noqa: F401
+
+# The model layer (fairseq, torch) is imported once the arguments are checked, so that --help, a bad flag and
+# Ctrl-C answer at once; its names are re-exported here on first use (PEP 562).
+_LAZY = {
+    "hmm_nmt.aligner.matrices": ("SentenceMatrices", "available_methods", "batch_matrices", "dataset_matrices",
+                                 "default_layers", "model_type", "parse_layers", "unavailable"),
+    "hmm_nmt.aligner.pairs": ("EncodedPair", "align_encoded", "encode_pair", "pair_dataset", "too_long"),
+    "hmm_nmt_align.loading": ("load_model", "load_subset"),
+    "hmm_nmt_align.raw_text": ("align_text", "read_text_inputs", "read_text_pair"),
+    "hmm_nmt_align.subset": ("align_subset", "extract_matrices", "word_links"),
+}
+if TYPE_CHECKING:  # the lazy names, for linters and type checkers
+    from hmm_nmt.aligner.matrices import (  # noqa: F401
+        SentenceMatrices,
+        available_methods,
+        batch_matrices,
+        dataset_matrices,
+        default_layers,
+        model_type,
+        parse_layers,
+        unavailable,
+    )
+    from hmm_nmt.aligner.pairs import EncodedPair, align_encoded, encode_pair, pair_dataset, too_long  # noqa: F401
+
+    from .loading import load_model, load_subset  # noqa: F401
+    from .raw_text import align_text, read_text_inputs, read_text_pair  # noqa: F401
+    from .subset import align_subset, extract_matrices, word_links  # noqa: F401
+_LAZY_NAMES = {name: module for module, names in _LAZY.items() for name in names}
+_LAZY_NAMES["_unavailable"] = "hmm_nmt.aligner.matrices"  # its name before it moved there
+
+
+def __getattr__(name):
+    module = _LAZY_NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), "unavailable" if name == "_unavailable" else name)
+    globals()[name] = value
+    return value
 
 __all__ = ["METHODS", "BPE_STYLES", "ExtractionError", "SentenceMatrices", "LinkOptions", "EncodedPair", "load_model",
            "model_type", "available_methods", "default_layers", "parse_layers", "load_subset", "batch_matrices",
@@ -76,10 +109,10 @@ __all__ = ["METHODS", "BPE_STYLES", "ExtractionError", "SentenceMatrices", "Link
            "align_subset", "encode_pair", "pair_dataset", "too_long", "align_encoded", "read_text_pair",
            "align_text", "main"]
 
-_unavailable = unavailable  # its name before it moved to hmm_nmt.aligner.matrices
-
-
 # ----------------------------------------------------------------------------------------------- CLI
+UNKNOWN_SHARE = 0.2  # share of <unk> pieces on one side of the text input above which hmm-nmt-align warns
+
+
 def setup_logging() -> None:
     """INFO on stderr for the command-line tools.
 
@@ -195,7 +228,7 @@ def _check_args(args) -> Tuple[List[str], LinkOptions]:
             raise ExtractionError(f"--bpe {args.bpe} with text input needs {need[args.bpe][0]} (the model's segmentation)")
         for flag, path in (("--src-text", args.src_text), ("--tgt-text", args.tgt_text),
                            ("--bpe-codes", args.bpe_codes), ("--spm-model", args.spm_model)):
-            if path is not None and not os.path.isfile(path):
+            if path is not None and not readable_file(path):
                 raise ExtractionError(f"{flag}: file not found: {path}")
     else:
         if args.data is None:
@@ -203,20 +236,84 @@ def _check_args(args) -> Tuple[List[str], LinkOptions]:
         if args.bpe_codes or args.spm_model:
             raise ExtractionError("--bpe-codes/--spm-model are for text input (--src-text/--tgt-text); binarized "
                                   "input takes --bpe subword_nmt|sentencepiece")
+    outputs = sorted({args.output.replace("{method}", m) for m in methods} - {"-"})
+    for out in outputs:
+        hit = clobbered_input(out, input_files(args))
+        if hit:
+            raise ExtractionError(f"-o {out} is the same file as {hit[0]} {hit[1]}: refusing to overwrite an input")
     return methods, LinkOptions(decision, threshold, args.null_eos, sym, args.pool)
 
 
+def readable_file(path: str) -> bool:
+    """An input that can be read once: a regular file, ``/dev/stdin``, a process substitution (``/dev/fd/N``)
+    or a FIFO; not a folder, nothing missing. (Its size is never looked at.)"""
+    return os.path.exists(path) and not os.path.isdir(path)
+
+
+def _folder_files(flag: str, folder: Optional[str]):
+    if folder and os.path.isdir(folder):
+        for name in sorted(os.listdir(folder)):
+            if name.startswith("dict.") or name.endswith((".bin", ".idx")):
+                yield f"{flag}'s", os.path.join(folder, name)
+
+
+def input_files(args) -> List[Tuple[str, str]]:
+    """``(flag, path)`` of every file the command reads: the checkpoints, texts, segmentation models, the
+    dictionaries and binarized subsets of ``--data``/``--rev-data``, the ``--pieces`` files."""
+    out = [(f, getattr(args, a, None)) for f, a in (("--path", "path"), ("--rev-path", "rev_path"),
+                                                    ("--src-text", "src_text"), ("--tgt-text", "tgt_text"),
+                                                    ("--bpe-codes", "bpe_codes"), ("--spm-model", "spm_model"))]
+    out += list(_folder_files("--data", getattr(args, "data", None)))
+    out += list(_folder_files("--rev-data", getattr(args, "rev_data", None)))
+    for flag in ("--path", "--rev-path"):  # the dictionaries next to a checkpoint may be the ones it loads
+        ck = getattr(args, flag[2:].replace("-", "_"), None)
+        if ck:
+            out += list(_folder_files(f"the {flag} folder", os.path.dirname(os.path.abspath(ck))))
+    pieces = getattr(args, "pieces", None)
+    if pieces:
+        folder, base = os.path.split(os.path.abspath(pieces))
+        if os.path.isdir(folder):
+            out += [("--pieces", os.path.join(folder, n)) for n in sorted(os.listdir(folder))
+                    if n.startswith(base + ".")]
+    return [(f, p) for f, p in out if p]
+
+
+def unknown_share_warning(stats: dict, unk_word: str, threshold: float = UNKNOWN_SHARE) -> Optional[str]:
+    """The warning for text whose pieces are mostly not in the dictionaries (another language, another
+    segmentation, the two files swapped), or None: when either side's share of unknown pieces is above
+    ``threshold``."""
+    shares = {side: stats[f"unk_{side}"] / stats[f"pieces_{side}"]
+              for side in ("src", "tgt") if stats.get(f"pieces_{side}")}
+    if not shares or max(shares.values()) <= threshold:
+        return None
+    unk = stats["unk_src"] + stats["unk_tgt"]
+    total = stats["pieces_src"] + stats["pieces_tgt"]
+    return (f"{unk} of {total} pieces are {unk_word} in the dictionary ({100 * shares.get('src', 0):.0f}% of "
+            f"--src-text, {100 * shares.get('tgt', 0):.0f}% of --tgt-text; above {100 * threshold:.0f}%): is the text "
+            "in the model's languages, source and target in that order, segmented as it was trained?")
+
+
+@interruptible("hmm-nmt-align")
 def main(argv: Optional[List[str]] = None) -> int:
     p = build_parser()
     args = p.parse_args(argv)
-    setup_logging()
     line_errors: List[Tuple[int, str]] = []
     try:
-        methods, opts = _check_args(args)
+        methods, opts = _check_args(args)  # before fairseq is imported: a bad flag answers at once
+        for flag, ck in (("--path", args.path), ("--rev-path", args.rev_path)):
+            if ck is not None and not os.path.isfile(ck):
+                raise ExtractionError(f"{flag}: checkpoint not found: {ck}")
         text = args.src_text is not None
         if text:  # fail on the text before spending time on the model
+            from .raw_text import read_text_inputs
+
             src_lines, tgt_lines, segmenter = read_text_inputs(args.src_text, args.tgt_text, args.bpe_codes,
                                                                  args.spm_model)
+        from hmm_nmt.aligner.matrices import available_methods, model_type, parse_layers, unavailable
+
+        from .loading import load_model
+
+        setup_logging()
         model, task = load_model(args.path, args.data, args.cpu)
         for m in methods:
             avail = available_methods(model)
@@ -225,16 +322,24 @@ def main(argv: Optional[List[str]] = None) -> int:
         rev = None
         if args.rev_path:
             rev_data = args.rev_data or (args.data if not text else None)
-            rev = load_model(args.rev_path, rev_data, args.cpu)
+            rev = load_model(args.rev_path, rev_data, args.cpu, flag="--rev-path",
+                             data_flag="--rev-data" if args.rev_data else "--data")
             for m in methods:
                 if m not in available_methods(rev[0]):
                     raise ExtractionError("--rev-path: " + unavailable(m, model_type(rev[0]), available_methods(rev[0])))
         layers = parse_layers(args.layers, model) if "attention" in methods else None
         progress = not args.no_progress
         if text:
+            from .raw_text import align_text
+
             links, stats, line_errors = align_text(model, task, src_lines, tgt_lines, segmenter, methods, opts, layers,
-                                                   args.batch_size, args.max_tokens, progress, rev)
+                                                   args.batch_size, args.max_tokens, progress, rev, path=args.src_text)
+            warn = unknown_share_warning(stats, task.source_dictionary.unk_word)
+            if warn:
+                sys.stderr.write(f"{p.prog}: warning: {warn}\n")
         else:
+            from .subset import align_subset
+
             links, stats = align_subset(model, task, args.subset, methods, layers, args.bpe or "none", args.pieces,
                                         args.null_eos, args.batch_size, args.max_tokens, progress, opts, rev)
             if stats["unk"]:

@@ -35,6 +35,7 @@ from typing import Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from hmm_nmt_align.base.atomic import atomic_output
+from hmm_nmt_align.base.console import clobbered_input, interruptible
 
 MATRIX_KEYS = ("alignment", "posterior", "attention")
 TITLES = {"alignment": "alignment probability p(j | e_<i, f)", "posterior": "posterior p(b_i = j | E, F)",
@@ -192,6 +193,23 @@ def _save_npz(path: str, data: dict) -> None:
         np.savez(tmp, **{k: np.asarray(v) for k, v in data.items()})
 
 
+def _clobbered(args) -> Optional[str]:
+    """The error for an output (a PNG this run may write, --save-npz) that is one of the inputs, else None."""
+    inputs = [("--npz", args.npz), ("--path", args.path)]
+    if args.data and os.path.isdir(args.data):
+        inputs += [("--data's", os.path.join(args.data, n)) for n in sorted(os.listdir(args.data))]
+    outs = [os.path.join(args.out_dir, f"{args.prefix}{k}.png") for k in MATRIX_KEYS]
+    outs += [os.path.join(args.out_dir, f"{args.prefix}transition_i{args.position}.png")]
+    outs += [args.save_npz] if args.save_npz else []
+    for out in outs:
+        hit = clobbered_input(out, inputs)
+        if hit:
+            return f"{out} (under --out-dir or --save-npz) is the same file as {hit[0]} {hit[1]}: refusing to " \
+                   "overwrite an input"
+    return None
+
+
+@interruptible("hmm-nmt-heatmap")
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="hmm-nmt-heatmap", description=__doc__.split("\n\n")[0],
                                 epilog="npz keys: src_tokens, tgt_tokens, and any of alignment, posterior, "
@@ -213,6 +231,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     g.add_argument("--save-npz", metavar="FILE", help="also write the matrices as an .npz for --npz mode")
     g.add_argument("--cpu", action="store_true", help="run on the CPU even when a GPU is available")
     args = p.parse_args(argv)
+    clobber = _clobbered(args)
+    if clobber:
+        sys.stderr.write(f"{p.prog}: error: {clobber}\n")
+        return 2
     if args.path is None:
         for flag in ("data", "index", "layers", "save_npz"):
             if getattr(args, flag) is not None:

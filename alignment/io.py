@@ -46,6 +46,7 @@ __all__ = [
     "read_pharaoh",
     "read_tokens",
     "reverse_all",
+    "split_lines",
     "validate_lengths",
     "write_giza_a3",
     "write_naacl",
@@ -62,10 +63,23 @@ def reverse_all(alignments: Sequence[Alignment]) -> List[Alignment]:
 
 
 # --------------------------------------------------------------------------------------------- Pharaoh
+def split_lines(text: str) -> List[str]:
+    """Lines of a text as the line-parallel formats count them: split on ``\\n`` only (a ``\\r`` before it
+    goes with it), never on the other characters ``str.splitlines`` breaks at (U+2028, U+2029, U+0085, form
+    feed, vertical tab, a lone ``\\r``, ...), which stay inside their line. A final ``\\n`` ends the last
+    line rather than starting an empty one; an empty text has no lines."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
 def _read_lines(path: str) -> List[str]:
+    """The lines of a UTF-8 file (:func:`split_lines`), read once into memory: a pipe, ``/dev/stdin`` or a
+    process substitution (``/dev/fd/N``) works as well as a regular file."""
     try:
-        with open(path, encoding="utf-8") as f:
-            return f.read().splitlines()
+        with open(path, encoding="utf-8", newline="") as f:  # newline="": no universal-newline translation
+            return split_lines(f.read())
     except OSError as e:
         raise AlignmentFormatError(f"cannot read: {e.strerror}", path) from None
     except UnicodeDecodeError as e:
@@ -109,7 +123,11 @@ def read_naacl(path: str, n_sentences: Optional[int] = None, one_based: bool = F
     where = {}  # first line mentioning each sentence, for error messages
     if n_sentences is None and src_lens is not None:
         n_sentences = len(src_lens)
-    for k, line in enumerate(_read_lines(path), start=1):
+    lines = _read_lines(path)
+    # without a count, the largest sentence number makes the count: a number far beyond what the file can
+    # hold (every sentence with links has a line) is a typo or garbage, not a million sentences without links
+    most = None if n_sentences is not None else 10 * len(lines) + 10_000
+    for k, line in enumerate(lines, start=1):
         toks = line.split()
         if not toks or toks[0].startswith("#"):
             continue
@@ -134,6 +152,9 @@ def read_naacl(path: str, n_sentences: Optional[int] = None, one_based: bool = F
                 f"({'1' if one_based else '0'}-based numbering)", path, k)
         if n_sentences is not None and s >= n_sentences:
             raise AlignmentFormatError(f"sentence number {s + off} but only {n_sentences} sentences", path, k)
+        if most is not None and s >= most:
+            raise AlignmentFormatError(f"sentence number {s + off} is far beyond the {len(lines)} lines of the file "
+                                       "(give the number of sentences, e.g. --src/--tgt)", path, k)
         if one_based and (i == 0 or j == 0):
             continue  # link to the NULL word
         link = (i - off, j - off)

@@ -24,6 +24,7 @@ import torch
 import hmm_nmt  # noqa: F401  (registers the plugin; makes checkpoints loadable under torch >= 2.6)
 from hmm_nmt.models.dhmm_agreement import PLAIN_ARCH
 from hmm_nmt_align.base.atomic import atomic_output
+from hmm_nmt_align.base.console import interruptible, same_file
 
 __all__ = ["split_state", "split_checkpoint", "main"]
 
@@ -130,6 +131,7 @@ def split_checkpoint(path, out_dir, source_lang=None, target_lang=None):
     return written
 
 
+@interruptible("split_agreement")
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m hmm_nmt_align.split_agreement", description=__doc__.split("\n\n")[0])
     ap.add_argument("checkpoint", help="a transformer_dhmm(_first_order)_agreement checkpoint")
@@ -137,6 +139,11 @@ def main(argv=None) -> int:
     ap.add_argument("--source-lang", help="the joint model's source language (default: from the checkpoint)")
     ap.add_argument("--target-lang", help="the joint model's target language (default: from the checkpoint)")
     args = ap.parse_args(argv)
+    for name in ("fwd.pt", "rev.pt"):
+        if same_file(os.path.join(args.out_dir, name), args.checkpoint):
+            sys.stderr.write(f"split_agreement: error: --out-dir {args.out_dir}: {name} would overwrite the input "
+                             f"checkpoint {args.checkpoint}\n")
+            return 2
     try:
         written = split_checkpoint(args.checkpoint, args.out_dir, args.source_lang, args.target_lang)
     except SplitError as e:

@@ -8,15 +8,13 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 
 from hmm_nmt.aligner.matrices import ExtractionError, SentenceMatrices, dataset_matrices, links_by_method
 from hmm_nmt_align.base.links import LinkOptions
-from hmm_nmt_align.base.subword import subword_to_word_links, word_index
+from hmm_nmt_align.base.subword import BPE_STYLES, subword_to_word_links, word_index
 
 from .io import AlignmentFormatError, read_tokens
 from .loading import load_subset
 
 __all__ = ["BPE_STYLES", "extract_matrices", "word_links", "align_subset"]
 
-# fairseq's --bpe names -> hmm_nmt_align.base.subword styles
-BPE_STYLES = {"none": None, "subword_nmt": "bpe", "sentencepiece": "spm"}
 
 
 def _sentence_ids(dataset, ids: Optional[Sequence[int]]) -> Tuple[List[int], List[int]]:

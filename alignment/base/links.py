@@ -51,11 +51,14 @@ from hmm_nmt_align.base.symmetrize import symmetrize
 
 Link = Tuple[int, int]
 
-__all__ = ["DECISIONS", "SOFT", "POOLS", "parse_decision", "decide", "soft_combine", "pool_words", "argmax_links",
+__all__ = ["DECISIONS", "METHODS", "SOFT", "POOLS", "parse_decision", "decide", "soft_combine", "pool_words", "argmax_links",
            "LinkOptions", "sentence_word_links"]
 
 DECISIONS = ("argmax", "mutual", "union", "threshold")
 SOFT = ("prod", "mean")
+# the matrices a checkpoint gives (hmm_nmt.aligner.matrices computes them; here so that a command line can check
+# --method before importing the model layer)
+METHODS = ("alignment", "posterior", "attention")
 POOLS = ("pieces", "words")
 
 

@@ -26,9 +26,11 @@ from typing import Iterable, List, Optional, Sequence, Tuple
 
 Link = Tuple[int, int]
 
-__all__ = ["STYLES", "SPM_SPACE", "word_index", "words", "subword_to_word_links"]
+__all__ = ["BPE_STYLES", "STYLES", "SPM_SPACE", "word_index", "words", "subword_to_word_links"]
 
 STYLES = ("bpe", "spm")
+# fairseq's --bpe names -> the styles here
+BPE_STYLES = {"none": None, "subword_nmt": "bpe", "sentencepiece": "spm"}
 SPM_SPACE = "\u2581"
 BPE_CONT = "@@"
 

@@ -21,17 +21,11 @@ import numpy as np
 import torch
 
 from hmm_nmt.aligner.attention import attention_matrices, default_layers, is_attention_model
-from hmm_nmt_align.base.links import LinkOptions, sentence_word_links
+from hmm_nmt_align.base.console import ExtractionError  # noqa: F401  (defined below the model layer: see there)
+from hmm_nmt_align.base.links import METHODS, LinkOptions, sentence_word_links
 
 __all__ = ["METHODS", "ExtractionError", "SentenceMatrices", "model_type", "available_methods", "unavailable",
            "default_layers", "parse_layers", "batch_matrices", "dataset_matrices", "links_by_method"]
-
-METHODS = ("alignment", "posterior", "attention")
-
-
-class ExtractionError(Exception):
-    """A user error (bad path, subset, method or option); the CLI prints it and exits with status 2."""
-
 
 @dataclass
 class SentenceMatrices:
@@ -134,6 +128,14 @@ def dataset_matrices(model, dataset, src_dict, tgt_dict, keep: Sequence[int], me
     if len(keep) == 0:
         return
     keep = np.asarray(keep, dtype=np.int64)
+    if max_tokens is not None:  # fairseq batches by max(source, target) tokens and asserts each pair fits
+        sizes = np.maximum(dataset.src_sizes[keep], dataset.tgt_sizes[keep])
+        over = np.nonzero(sizes > max_tokens)[0]
+        if len(over):
+            k = int(keep[over[0]])
+            raise ExtractionError(f"--max-tokens {max_tokens} is smaller than sentence pair {k} (0-based; line {k + 1} "
+                                  f"of the input: {dataset.src_sizes[k]} source / {dataset.tgt_sizes[k]} target tokens "
+                                  f"with EOS): give --max-tokens {int(sizes.max())} or more")
     order = keep[np.lexsort((dataset.tgt_sizes[keep], dataset.src_sizes[keep]))]
     # required_batch_size_multiple must stay 1: ve-fairseq 0.12.3's batch_by_size drops the last batch when
     # its size is not a multiple (fairseq-generate's default of 8 silently skips up to 7 sentences)

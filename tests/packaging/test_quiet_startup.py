@@ -24,8 +24,6 @@ def console_scripts():
 
 
 SCRIPTS = console_scripts()
-# these two import the aligner (and with it torch) at module level; their modules re-export its names
-STILL_HEAVY = {"hmm-nmt-align", "hmm-nmt-adapt"}
 
 RUNNER = """
 import contextlib, importlib, io, json, sys
@@ -46,10 +44,7 @@ def test_the_list_is_read():
     assert {"hmm-nmt-tags", "hmm-nmt-tag", "hmm-nmt-user-dir", "hmm-nmt-align"} <= set(SCRIPTS), SCRIPTS
 
 
-@pytest.mark.parametrize("script", [
-    pytest.param(s, marks=[pytest.mark.slow, pytest.mark.xfail(strict=True, reason="imports torch at module level")])
-    if s in STILL_HEAVY
-    else s for s in sorted(SCRIPTS)])
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
 def test_help_imports_neither_torch_nor_fairseq(script):
     p = subprocess.run([sys.executable, "-c", RUNNER, SCRIPTS[script]], env=ENV, capture_output=True, text=True,
                        timeout=120)

@@ -1,0 +1,69 @@
+"""What every console script of the project shares: Ctrl-C, outputs that would overwrite an input, the user error.
+
+* :func:`interruptible` wraps a ``main(argv) -> int``: a ``KeyboardInterrupt`` anywhere in it (Ctrl-C, or
+  SIGINT from a job controller) prints one line ``PROG: interrupted`` on stderr and returns 130 (128 +
+  SIGINT, what a shell reports), instead of a traceback. The writers go through
+  :mod:`hmm_nmt_align.base.atomic`, so the old output (or none) is left, never a partial one.
+* :func:`same_file` / :func:`clobbered_input`: is an output the same file as an input (a hard link, a symbolic
+  link, another spelling of the path)? The commands refuse such an output before anything runs.
+* :class:`ExtractionError`: a user error of the checkpoint tools (bad path, subset, method or option); the
+  command line prints it and exits with status 2. It lives here, below the model layer, so that a command
+  can check its arguments (and answer ``--help``) before importing fairseq.
+
+Standard library only.
+"""
+import functools
+import os
+import sys
+from typing import Callable, Iterable, Optional, Tuple
+
+__all__ = ["ExtractionError", "interruptible", "same_file", "clobbered_input", "EXIT_INTERRUPTED"]
+
+EXIT_INTERRUPTED = 130
+
+
+class ExtractionError(Exception):
+    """A user error (bad path, subset, method or option); the CLI prints it and exits with status 2."""
+
+
+def interruptible(prog: str) -> Callable:
+    """Decorator for a console ``main``: Ctrl-C -> ``PROG: interrupted`` on stderr, return 130."""
+
+    def wrap(main):
+        @functools.wraps(main)
+        def run(*args, **kwargs):
+            try:
+                return main(*args, **kwargs)
+            except KeyboardInterrupt:
+                try:
+                    sys.stderr.write(f"{prog}: interrupted\n")
+                    sys.stderr.flush()
+                except (OSError, ValueError):
+                    pass
+                return EXIT_INTERRUPTED
+
+        return run
+
+    return wrap
+
+
+def same_file(a: str, b: str) -> bool:
+    """True when the paths name one file: ``os.path.samefile`` when both exist, else the same real path."""
+    if not a or not b or a == "-" or b == "-":
+        return False
+    try:
+        if os.path.exists(a) and os.path.exists(b):
+            return os.path.samefile(a, b)
+    except OSError:
+        pass
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def clobbered_input(output: str, inputs: Iterable[Tuple[str, Optional[str]]]) -> Optional[Tuple[str, str]]:
+    """The first ``(flag, path)`` of ``inputs`` that ``output`` would overwrite, else None (``-`` is stdout)."""
+    if not output or output == "-":
+        return None
+    for flag, path in inputs:
+        if path and same_file(output, path):
+            return flag, path
+    return None
