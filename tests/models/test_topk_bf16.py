@@ -47,7 +47,7 @@ def test_topk_covering_every_position_is_exact(arch, objective):
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("k", [1, 2, 3])
 def test_pruned_likelihood_is_a_lower_bound(arch, k):
-    exact, pruned, d = twins(arch, [], ["--lexicon-topk", str(k)])
+    exact, pruned, d = twins(arch, [], ["--lexicon-topk", str(k), "--lexicon-topk-objective", "bound"])
     src, lens, prev, target = batch(d)
     full, _, _ = dhmm_loss(exact, exact(src, lens, prev, features_only=True), target, 0.0)
     low, _, mass = dhmm_loss(pruned, pruned(src, lens, prev, features_only=True), target, 0.0)
@@ -57,8 +57,8 @@ def test_pruned_likelihood_is_a_lower_bound(arch, k):
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_topk_warmup_trains_exact_then_the_bound(arch):
-    exact, warm, d = twins(arch, [], ["--lexicon-topk", "2", "--lexicon-topk-warmup", "3"])
-    pruned, _, _ = twins(arch, ["--lexicon-topk", "2"], [])
+    exact, warm, d = twins(arch, [], ["--lexicon-topk", "2", "--lexicon-topk-warmup", "3", "--lexicon-topk-objective", "bound"])
+    pruned, _, _ = twins(arch, ["--lexicon-topk", "2", "--lexicon-topk-objective", "bound"], [])
     pruned.load_state_dict(exact.state_dict())
     for m in (exact, warm, pruned):
         m.train()  # dropout is 0: train mode only lets the warm-up take effect
@@ -120,7 +120,7 @@ def test_pruned_objective_is_the_likelihood_decoding_scores(arch, k):
     # the sum of the decoder's own log-probabilities of the reference (teacher forcing), and never below
     # the bound's loss (bound = pruned + sum_i log m_i)
     m, bound, d = twins(arch, ["--lexicon-topk", str(k), "--lexicon-topk-objective", "pruned"],
-                        ["--lexicon-topk", str(k)])
+                        ["--lexicon-topk", str(k), "--lexicon-topk-objective", "bound"])
     src, lens, prev, target = batch(d)
     loss, nll, _ = dhmm_loss(m, m(src, lens, prev, features_only=True), target, 0.0)
     lprobs, _ = m(src, lens, prev)
