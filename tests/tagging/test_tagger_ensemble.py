@@ -112,7 +112,7 @@ def test_tag_script_ensemble_and_its_errors(tmp_path, capsys):
     other.mkdir()
     bad = save_tagger_checkpoint(random_model(task2, args2, 3), args2, str(other / "bad.pt"))
     out2 = str(tmp_path / "bad.txt")
-    assert mod.main(["--path", f"{cks[0]}:{bad}", "--input", dev, "--output", out2, "--cpu"]) == 1
+    assert mod.main(["--path", f"{cks[0]}:{bad}", "--input", dev, "--output", out2, "--cpu"]) == 2  # bad input: exit 2
     assert "bad.pt" in capsys.readouterr().err and not os.path.exists(out2)
-    assert mod.main(["--path", f"{cks[0]}:{tmp_path}/missing.pt", "--input", dev, "--output", out2, "--cpu"]) == 1
+    assert mod.main(["--path", f"{cks[0]}:{tmp_path}/missing.pt", "--input", dev, "--output", out2, "--cpu"]) == 2
     assert "missing.pt" in capsys.readouterr().err and not os.path.exists(out2)
