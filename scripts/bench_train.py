@@ -17,10 +17,20 @@ of them followed by ``:`` and extra fairseq flags separated by commas (e.g.
 ``dhmm0:--lexicon-chunk-size=512``). ``--models topk`` stands for the ``--lexicon-topk`` sweep: the
 transformer, both orders exact and with K = 1, 2, 4, 8, and zero order with K = 4 and the bf16 lexicon,
 all in one run.
+
+``--vocab-sizes V ...`` repeats the whole comparison on synthetic corpora, one per V (Zipf-distributed words
+of a V-word joint dictionary, sentences of 8-20 tokens; only speed is measured on them), and prints one table
+of tokens/s and ratios to the transformer per V: ``--models lexicon`` stands for the transformer and both
+orders with the softmax and the class lexicon (docs/speed.md, "Class-factored lexicon"):
+
+    OMP_NUM_THREADS=1 python scripts/bench_train.py --threads 1 --vocab-sizes 2000 8000 32000 \
+        --models lexicon --max-tokens 2048 --updates 3 --warmup 1 --skip-lexicon
 """
 import argparse
 import json
+import math
 import os
+import random
 import resource
 import subprocess
 import sys
@@ -91,6 +101,64 @@ def run_one(spec, opts, queue):
                "lexicon_rows_per_update": rows / opts.updates, "vocab": len(task.target_dictionary)})
 
 
+#: ``--models lexicon``: the transformer and both orders with each lexicon
+LEXICON_SWEEP = ["transformer", "dhmm0", "dhmm0:--lexicon=class", "dhmm1", "dhmm1:--lexicon=class"]
+
+
+def synthetic_data_bin(workdir, vocab, sentences=3000, seed=1):
+    """A binarised synthetic corpus with a joint dictionary of exactly ``vocab`` words (Zipf counts).
+
+    Source and target are independent Zipf samples of 8-20 words: the timing of an update depends on the
+    sizes only. The dictionary file carries the Zipf counts, so the class lexicon's frequency classes are
+    those of a Zipfian vocabulary."""
+    rng = random.Random(seed)
+    words = [f"w{k}" for k in range(vocab)]
+    weights = [1.0 / (k + 1) for k in range(vocab)]
+    raw = os.path.join(workdir, f"raw{vocab}")
+    os.makedirs(raw, exist_ok=True)
+    with open(os.path.join(raw, "dict.txt"), "w") as f:
+        f.writelines(f"{w} {max(1, int(10 ** 7 * p / sum(weights)))}\n" for w, p in zip(words, weights))
+    for lang in ("src", "tgt"):
+        for split, n in (("train", sentences), ("valid", 10)):
+            with open(os.path.join(raw, f"{split}.{lang}"), "w") as f:
+                f.writelines(" ".join(rng.choices(words, weights, k=rng.randint(8, 20))) + "\n" for _ in range(n))
+    out = os.path.join(workdir, f"bin{vocab}")
+    subprocess.run([sys.executable, "-m", "fairseq_cli.preprocess", "--source-lang", "src", "--target-lang", "tgt",
+                    "--trainpref", f"{raw}/train", "--validpref", f"{raw}/valid", "--destdir", out,
+                    "--srcdict", os.path.join(raw, "dict.txt"), "--joined-dictionary", "--workers", "1"],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return out
+
+
+def vocab_sweep(opts):
+    """The models at each of ``--vocab-sizes``: one table, ratios to the transformer at the same V."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for vocab in opts.vocab_sizes:
+            opts.data = synthetic_data_bin(tmp, vocab)
+            results = run_children("bench_train.py", opts.models, run_one, opts, lambda r: (
+                f"V={r['vocab']:>6}  {r['tok_per_s']:>10.0f} tok/s  {1000 * r['sec_per_update']:>9.0f} ms/update"))
+            base = next((r for r in results if r["model"] == "transformer"), results[0])
+            for r in results:
+                r["throughput_ratio"] = r["tok_per_s"] / base["tok_per_s"]
+                r["vocab_requested"] = vocab
+            rows += results
+    print(f"\n{'V':>6} {'model':<28} {'tok/s':>9} {'ms/update':>10} {'ratio':>7} {'peak MB':>8}")
+    for r in rows:
+        print(f"{r['vocab']:>6} {r['model']:<28} {r['tok_per_s']:>9.0f} {1000 * r['sec_per_update']:>10.0f} "
+              f"{r['throughput_ratio']:>7.3f} {r['peak_mb']:>8.0f}")
+    by_model = {}
+    for r in rows:
+        by_model.setdefault(r["model"], []).append(r)
+    print("\ngrowth of ms/update with V (exponent of a power law fitted between the smallest and largest V):")
+    for model, rs in by_model.items():
+        if len(rs) > 1 and rs[0]["vocab"] != rs[-1]["vocab"]:
+            slope = (math.log(rs[-1]["sec_per_update"] / rs[0]["sec_per_update"])
+                     / math.log(rs[-1]["vocab"] / rs[0]["vocab"]))
+            print(f"  {model:<28} {slope:.2f}")
+    return rows
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", help="fairseq data-bin directory (default: the embedded toy corpus)")
@@ -106,8 +174,19 @@ def main(argv=None):
     ap.add_argument("--skip-lexicon", action="store_true",
                     help="do not measure the exact lexicon kernel against matmul at this run's sizes")
     ap.add_argument("--json", help="also write the results to this JSON file")
+    ap.add_argument("--vocab-sizes", type=int, nargs="+", metavar="V",
+                    help="synthetic corpora with these vocabulary sizes instead of --data (see above)")
     opts = ap.parse_args(argv)
-    opts.models = expand_models(opts.models)
+    opts.models = expand_models([m for s in opts.models for m in (LEXICON_SWEEP if s == "lexicon" else [s])])
+    if opts.vocab_sizes:
+        if opts.data is not None:
+            ap.error("--vocab-sizes builds its own corpora: give it or --data, not both")
+        if min(opts.vocab_sizes) < 10:
+            ap.error(f"--vocab-sizes: at least 10 words, got {min(opts.vocab_sizes)}")
+        rows = vocab_sweep(opts)
+        if opts.json:
+            atomic_write(opts.json, json.dumps({"models": rows}, indent=1))
+        return
     if opts.data is not None and not os.path.isdir(opts.data):
         ap.error(f"--data {opts.data}: no such directory")
     with tempfile.TemporaryDirectory() as tmp:

@@ -92,6 +92,9 @@ def dhmm_loss(model, net_output, target, eps, smoothing="lexicon", prev_output_t
 def _mixture_smoothed_loss(decoder, x, extra, target, tgt_mask, eps, prev_output_tokens):
     if decoder.lexicon_topk:
         raise ValueError("--dhmm-smoothing mixture does not support --lexicon-topk (use the default, lexicon)")
+    if getattr(decoder, "lexicon_kind", "softmax") != "softmax":
+        raise ValueError("--dhmm-smoothing mixture needs --lexicon softmax (the class lexicon smooths at the "
+                         "class level: use the default, --dhmm-smoothing lexicon)")
     row_mask = decoder.lexicon_rows(extra, tgt_mask)
     # one pair of lexicon features (and one --lexicon-dropout mask) for the likelihood and the smoothing
     src_feat, tgt_feat = decoder.lexicon_features(x, extra["encoder_out"])

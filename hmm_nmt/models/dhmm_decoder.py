@@ -14,6 +14,13 @@ from fairseq.models.transformer import TransformerConfig, TransformerDecoder, Tr
 from torch import Tensor
 
 from hmm_nmt.hmm import direct
+from hmm_nmt.hmm.class_lexicon import (
+    ClassLayout,
+    class_lexicon_scores,
+    class_log_mixture,
+    default_num_classes,
+    frequency_classes,
+)
 from hmm_nmt.hmm.lexicon import gold_logits, lexicon_logz, lexicon_scores, log_mixture
 from hmm_nmt.hmm.precision import accumulation_dtype, lexicon_dtype, upcast
 from hmm_nmt.hmm.semiring import LOG_SAFE
@@ -54,6 +61,16 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
             if self.alignment_order == 1 else None
         )
         self.lexicon_dropout = args.lexicon_dropout
+        self.lexicon_kind = getattr(args, "lexicon", None) or "softmax"
+        if self.lexicon_kind == "class":
+            # the class map is a buffer: saved with the model and loaded over this one, never recomputed from
+            # the dictionary of a later run (a changed dictionary must not silently change the classes)
+            counts = [float(c) for c in dictionary.count]
+            counts[dictionary.eos()] = max(counts)  # the dictionary does not count EOS, which ends every sentence
+            wanted = getattr(args, "lexicon_classes", None) or default_num_classes(len(dictionary))
+            self.register_buffer("lexicon_class_of", frequency_classes(counts, wanted))
+            self.lex_class_proj = Linear(d_out, int(self.lexicon_class_of.max()) + 1)  # C x d (+ bias)
+            self._class_layout = None
         self.dhmm_layers = args.dhmm_layers
         if self.dhmm_layers == "last":
             # fairseq's own cross-attention (with its residual) below the last layer; only the last layer's
@@ -169,14 +186,39 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
         proj = self.output_projection
         return proj.weight, proj.bias
 
+    def class_layout(self) -> ClassLayout:
+        """``--lexicon class``: the member table of the class-map buffer (rebuilt when the buffer changes)."""
+        class_of = self.lexicon_class_of
+        key = (class_of.data_ptr(), class_of._version, class_of.device)
+        if self._class_layout is None or self._class_layout[0] != key:
+            self._class_layout = (key, ClassLayout(class_of))
+        return self._class_layout[1]
+
+    def class_group_scores(self, src_feat: Tensor, tgt_feat: Tensor, b: Tensor, i: Tensor, words: Tensor):
+        """``--lexicon class``: (log p(words_g | j), smoothing mean) (G, J) of the groups (b_g, i_g), every j."""
+        hidden = torch.relu(src_feat[b] + tgt_feat[b, i][:, None, :])  # (G, J, d)
+        weight, bias = self.output_weight_bias()
+        return class_lexicon_scores(hidden, words, self.lex_class_proj.weight, self.lex_class_proj.bias, weight,
+                                    bias, self.class_layout(), self.lexicon_chunk_size)
+
     def lexicon_scores(self, x: Tensor, extra: Dict, target: Tensor, row_mask: Tensor, features=None):
         """(log p(e_i | j), mean_v log p(v | j)) as (B, I, J) tensors for the rows where ``row_mask``.
 
         Rows outside ``row_mask`` (target or source padding, pruned positions) get 0; the DP never uses
         them because their alignment log-probability is -inf or their target position is masked.
         ``features``: (src_feat, tgt_feat) of :meth:`lexicon_features` when the caller already has them.
+        ``--lexicon class``: every j of a target position with a row is scored (the class's word rows are
+        gathered once per target position), and the mean is the class-level smoothing mean of
+        :func:`~hmm_nmt.hmm.class_lexicon.class_lexicon_scores`.
         """
         src_feat, tgt_feat = features if features is not None else self.lexicon_features(x, extra["encoder_out"])
+        if self.lexicon_kind == "class":
+            b, i = row_mask.any(-1).nonzero(as_tuple=True)
+            gold, mean = self.class_group_scores(src_feat, tgt_feat, b, i, target[b, i])
+            shape = row_mask.shape
+            out_gold = gold.new_zeros(shape).index_put((b, i), gold).masked_fill(~row_mask, 0.0)
+            out_mean = mean.new_zeros(shape).index_put((b, i), mean).masked_fill(~row_mask, 0.0)
+            return out_gold, out_mean
         b, i, j = row_mask.nonzero(as_tuple=True)
         hidden = torch.relu(src_feat[b, j] + tgt_feat[b, i])
         weight, bias = self.output_weight_bias()
@@ -225,6 +267,11 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
                            dtype=accumulation_dtype(x.dtype))
 
         def gold(i, keep):
+            if self.lexicon_kind == "class":  # normalised per row: no log-normalisers to keep
+                with torch.no_grad():
+                    b = keep.any(-1).nonzero().squeeze(1)
+                    g, _ = self.class_group_scores(src_feat, tgt_feat, b, torch.full_like(b, i), target[b, i])
+                return logz.new_zeros(keep.shape).index_put((b,), g.to(logz.dtype)).masked_fill(~keep, 0.0)
             b, j = keep.nonzero(as_tuple=True)
             hidden = torch.relu(src_feat[b, j] + tgt_feat[b, i])
             z = lexicon_logz(hidden, weight, bias, self.lexicon_chunk_size, self.lexicon_dtype)
@@ -236,12 +283,16 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
                                                             self.lexicon_topk)
         if self.topk_objective == "pruned":  # the pruned model's likelihood = the path sum - sum_i log m_i
             ll_gold = ll_gold - mass.clamp(min=1e-30).log().masked_fill(~tgt_mask, 0.0).sum(-1)
-        b, i, j = keep.nonzero(as_tuple=True)
-        hidden = torch.relu(src_feat[b, j] + tgt_feat[b, i])
-        g, m = lexicon_scores(hidden, weight, bias, target[b, i], self.lexicon_chunk_size, self.lexicon_dtype,
-                              logz=logz[b, i, j])
-        scores = g if eps == 0 else (1.0 - eps) * g + eps * m
-        lex = scores.new_zeros(keep.shape).index_put((b, i, j), scores)
+        if self.lexicon_kind == "class":
+            g, m = self.lexicon_scores(x, extra, target, keep, features=(src_feat, tgt_feat))
+            lex = g if eps == 0 else ((1.0 - eps) * g + eps * m).masked_fill(~keep, 0.0)
+        else:
+            b, i, j = keep.nonzero(as_tuple=True)
+            hidden = torch.relu(src_feat[b, j] + tgt_feat[b, i])
+            g, m = lexicon_scores(hidden, weight, bias, target[b, i], self.lexicon_chunk_size, self.lexicon_dtype,
+                                  logz=logz[b, i, j])
+            scores = g if eps == 0 else (1.0 - eps) * g + eps * m
+            lex = scores.new_zeros(keep.shape).index_put((b, i, j), scores)
         if self.topk_objective == "pruned":
             ll = direct.first_order_pruned_filter_log_likelihood(log_init, log_trans, lex, keep, tgt_mask)
         else:
@@ -290,6 +341,13 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
         state = self.first_order.get_incremental_state(incremental_state, "state")
         if state is None:
             pred = log_init[:, 0]
+        elif self.lexicon_kind == "class":
+            src_feat = self.lexicon_source(extra["encoder_out"], incremental_state)
+            rows = torch.arange(src_feat.size(0), device=src_feat.device)
+            gold, _ = self.class_group_scores(src_feat, state["tgt_feat"][:, None, :], rows, torch.zeros_like(rows),
+                                              prev_output_tokens[:, -1])
+            filt = torch.log_softmax(state["pred"] + gold, dim=-1)
+            pred = LOG_SAFE.matvec(filt, log_trans[:, 0])
         else:
             weight, bias = self.output_weight_bias()
             src_feat = self.lexicon_source(extra["encoder_out"], incremental_state)
@@ -316,6 +374,15 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
             return x, extra
         src_feat, tgt_feat = self.lexicon_features(x, extra["encoder_out"], incremental_state)
         weight, bias = self.output_weight_bias()
+        if self.lexicon_kind == "class":
+            log_probs = class_log_mixture(src_feat, tgt_feat, extra["log_align"], self.lex_class_proj.weight,
+                                          self.lex_class_proj.bias, weight, bias, self.class_layout(),
+                                          self.lexicon_chunk_size, keep_idx=extra.get("keep_idx"))
+            if self.first_order is not None and incremental_state is not None:
+                # the class lexicon scores the next step's input word per row: no normalisers to keep
+                self.first_order.set_incremental_state(incremental_state, "state", {
+                    "pred": extra["log_align"][:, -1], "tgt_feat": tgt_feat[:, -1]})
+            return log_probs, extra
         # the lexicon normalisers are part of the first-order filtering state, not needed otherwise
         keep_state = self.first_order is not None and incremental_state is not None
         log_probs = log_mixture(src_feat, tgt_feat, extra["log_align"], weight, bias, self.lexicon_chunk_size,

@@ -98,6 +98,15 @@ class TransformerDHMMModel(TransformerModel):
                                  "weighted sum outside the ReLU, no residual): only the last one, which gives the "
                                  "alignment, the others keeping fairseq's cross-attention (last, default; "
                                  "docs/translation.md), or every layer as in the paper (all)")
+        parser.add_argument("--lexicon", choices=LEXICONS, metavar="{softmax,class}",
+                            help="lexicon p(e | j): a softmax over the vocabulary (softmax, default), or class-"
+                                 "factored, p(c(e) | j) p(e | c(e), j) over --lexicon-classes frequency classes "
+                                 "(class: exact and normalised, about d x (C + |c(e)|) per row instead of d x V "
+                                 "in training; label smoothing at the class level and within the gold class; "
+                                 "--lexicon-dtype does not apply)")
+        parser.add_argument("--lexicon-classes", type=positive_int, metavar="C",
+                            help="--lexicon class: number of frequency classes (default round(sqrt(V))); fixed "
+                                 "when the model is built and saved with it")
         parser.add_argument("--lexicon-dropout", type=probability, metavar="P",
                             help="dropout on the lexicon's inputs W5 h_j and W6 s_i in training (default 0)")
         parser.add_argument("--max-jump", type=positive_int, metavar="M",
@@ -119,6 +128,8 @@ class TransformerDHMMModel(TransformerModel):
             raise ValueError(f"--lexicon-dropout must be in [0, 1), got {args.lexicon_dropout}")
         if args.lexicon_chunk_size < 1:
             raise ValueError(f"--lexicon-chunk-size must be positive, got {args.lexicon_chunk_size}")
+        if args.lexicon not in LEXICONS:
+            raise ValueError(f"--lexicon must be one of {', '.join(LEXICONS)}, got {args.lexicon!r}")
         if args.max_jump < 1:
             raise ValueError(f"--max-jump must be positive, got {args.max_jump}")
         return super().build_model(args, task)
@@ -213,6 +224,9 @@ class TransformerDHMMModel(TransformerModel):
         raise ValueError(f"unknown posterior method {method!r} (autograd or explicit)")
 
 
+#: ``--lexicon`` choices; softmax stays the default
+LEXICONS = ("softmax", "class")
+
 # docs/translation.md: the paper's form (all) under-fits at equal updates; it stays selectable
 DEFAULT_DHMM_LAYERS = "last"
 
@@ -233,6 +247,7 @@ def _dhmm_defaults(args):
     elif args.dhmm_layers is None:
         args.dhmm_layers = DEFAULT_DHMM_LAYERS
     set_default(args, "lexicon_dropout", 0.0)
+    set_default(args, "lexicon", "softmax")  # checkpoints from before --lexicon: the softmax lexicon
 
 
 def dhmm_base_architecture(args):

@@ -179,6 +179,32 @@ def test_train_and_generate_with_topk_and_bf16(toy, order):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("order", [0, 1])
+def test_train_and_generate_with_the_class_lexicon(toy, order):
+    save, losses = train(toy, f"class{order}", "--alignment-order", str(order), "--lexicon", "class",
+                         "--max-epoch", "2")
+    assert len(losses) == 2 and losses[-1] < losses[0], losses
+    import torch
+
+    state = torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+    class_of = state["model"]["decoder.lexicon_class_of"]
+    assert state["cfg"]["model"].lexicon == "class" and int(class_of.max()) + 1 <= round(len(class_of) ** 0.5)
+    gen = fairseq("generate", str(toy / "bin"), "--user-dir", USER_DIR, "--path", str(save / "checkpoint_last.pt"),
+                  "--beam", "5", "--batch-size", "16", "--required-batch-size-multiple", "1", "--print-alignment")
+    assert len(re.findall(r"^H-\d+\t", gen.stdout, re.M)) == 40
+    assert len(re.findall(r"^A-\d+\t", gen.stdout, re.M)) == 40
+    # the exact mixture and --lexicon-topk 1 decoding of the same checkpoint, scored on the references
+    scores = {}
+    for k in (0, 1):
+        out = fairseq("generate", str(toy / "bin"), "--user-dir", USER_DIR, "--path", str(save / "checkpoint_last.pt"),
+                      "--score-reference", "--batch-size", "16", "--required-batch-size-multiple", "1",
+                      "--model-overrides", f"{{'lexicon_topk': {k}}}").stdout
+        scores[k] = [float(x) for x in re.findall(r"^H-\d+\t(\S+)\t", out, re.M)]
+        assert len(scores[k]) == 40 and all(x < 0 for x in scores[k])
+    assert scores[0] != scores[1]
+
+
+@pytest.mark.slow
 def test_topk_warmup_switches_at_the_trainer_update_count(toy):
     # fairseq's task calls model.set_num_updates every update: exact likelihood (no align_mass logged) for the
     # first 3 updates, then the top-1 bound (align_mass < 1 logged), for the updates fairseq-train counts
