@@ -8,15 +8,26 @@
 * :mod:`hmm_nmt.compat.distributed_cpu`: fairseq's distributed training on CPU processes (gloo), and with it
   :mod:`hmm_nmt.compat.cpu_bf16`: ``--cpu --bf16`` as CPU autocast;
 * :mod:`hmm_nmt.compat.topk_plateau`: with ``--patience``, a validation plateau starts the next step of
-  ``--lexicon-topk-schedule`` instead of stopping training.
+  ``--lexicon-topk-schedule`` instead of stopping training;
+* :mod:`hmm_nmt.compat.cli_errors`: fairseq's command lines print a missing file or a refused option as one
+  line (exit 2), not a traceback.
 
 Every ``install()`` is guarded by :func:`install_once`.
 """
-from hmm_nmt.compat import atomic_checkpoints, batch_tail, checkpoints, cpu_bf16, distributed_cpu, numpy2, topk_plateau
+from hmm_nmt.compat import (
+    atomic_checkpoints,
+    batch_tail,
+    checkpoints,
+    cli_errors,
+    cpu_bf16,
+    distributed_cpu,
+    numpy2,
+    topk_plateau,
+)
 from hmm_nmt.compat._once import install_once
 
-__all__ = ["atomic_checkpoints", "batch_tail", "checkpoints", "cpu_bf16", "distributed_cpu", "numpy2", "topk_plateau",
-           "install_once",
+__all__ = ["atomic_checkpoints", "batch_tail", "checkpoints", "cli_errors", "cpu_bf16", "distributed_cpu", "numpy2",
+           "topk_plateau", "install_once",
            "install_torch", "install_fairseq", "install_all"]
 
 
@@ -33,6 +44,7 @@ def install_fairseq() -> None:
     atomic_checkpoints.install()
     batch_tail.install()
     topk_plateau.install()
+    cli_errors.install()
     distributed_cpu.install()
 
 

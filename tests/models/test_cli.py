@@ -270,6 +270,21 @@ def test_a_plateau_starts_the_next_topk_step_in_plain_fairseq_train_and_survives
     assert int(logs[0]["num_updates"]) == 9 and not any(r.get("align_mass") is not None for r in logs)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("args,message", [
+    (["/no/such/data-bin", "--arch", "transformer_dhmm"], "fairseq-train: error: /no/such/data-bin: no such file"),
+    (["BIN", "--arch", "transformer_dhmm", "--lexicon-topk", "2", "--lexicon-topk-warmup", "3",
+      "--lexicon-topk-schedule", "2@0,0@10"], "fairseq-train: error: --lexicon-topk-warmup N is the schedule"),
+])
+def test_fairseq_train_reports_what_the_user_can_fix_in_one_line(toy, args, message):
+    args = [str(toy / "bin") if a == "BIN" else a for a in args]
+    proc = fairseq("train", *args, "--user-dir", USER_DIR, "--criterion", "dhmm_label_smoothed_cross_entropy",
+                   "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "500", "--max-update", "1", "--no-save",
+                   check=False)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+
+
 class _NotAllowListed:
     pass
 
