@@ -235,7 +235,7 @@ def _train_cmd(md: ModelDir, opts, s: str, t: str, max_update: int) -> List[str]
            "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(opts.warmup_updates),
            "--max-tokens", str(opts.max_tokens), "--max-update", str(max_update), "--seed", str(opts.seed),
            "--save-dir", md.file("fwd" if s == "src" else "rev"), "--no-epoch-checkpoints",
-           "--no-save-optimizer-state", "--num-workers", "0", "--required-batch-size-multiple", "1",
+           "--num-workers", "0",  # the optimizer state is kept: fairseq restores the update count from it "--required-batch-size-multiple", "1",
            "--skip-invalid-size-inputs-valid-test", "--max-source-positions", "1024",
            "--max-target-positions", "1024", "--log-format", "json", "--log-interval", "10", "--no-progress-bar"]
     if opts.patience:

@@ -113,3 +113,37 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, content, args
     assert "Traceback" not in p.stderr and len(errors) == 1
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before  # inputs intact, no output
     assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_training_then_the_same_command_resumes(made, tmp_path):
+    import signal
+    import time
+
+    work, _, _, _ = made
+    env = dict(os.environ, OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    args = ["-s", str(work / "c.src"), "-t", str(work / "c.tgt"), "--model-dir", str(tmp_path / "m"),
+            "-o", str(tmp_path / "out.align"), *TINY[:1], "40", *TINY[2:]]
+    proc = subprocess.Popen(corpus_cmd(*args), cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    ckpt = tmp_path / "m" / "fwd" / "checkpoint_last.pt"
+    deadline = time.time() + 600
+    while not ckpt.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the whole foreground group, the trainers included
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130 and "interrupted; run the same command again to continue" in err, err[-2000:]
+    assert "Traceback" not in err and not (tmp_path / "out.align").exists()
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    assert "train.fwd" not in manifest["done"]
+    p = run(tmp_path, *args)
+    assert p.returncode == 0, p.stderr[-2000:]
+    import re
+
+    resumed = re.findall(r"Loaded checkpoint \S+ \(epoch \d+ @ (\d+) updates\)",
+                         (tmp_path / "m" / "fwd" / "train.log").read_text())
+    assert len(resumed) == 1 and 0 < int(resumed[0]) < 40  # from where it stopped, not from update 0
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    assert manifest["done"]["train.fwd"]["updates"] == 40 and manifest["done"]["train.rev"]["updates"] == 40
+    assert len((tmp_path / "out.align").read_text().split("\n")) - 1 == len((work / "c.src").read_text().splitlines())
