@@ -23,10 +23,13 @@ different line counts, a missing ``|||``, an output that is an input) name the f
 write nothing; Ctrl-C exits 130, leaving the model directory resumable and no partial output.
 """
 import argparse
+import contextlib
 import hashlib
+import io
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -180,12 +183,8 @@ def prepare(md: ModelDir, opts, src, tgt) -> None:
             for words in lines:
                 for w in words:
                     counts[w] = counts.get(w, 0) + 1
-        import io
-
         vocab = io.StringIO("".join(f"{w} {c}\n" for w, c in counts.items()))
         out = io.StringIO()
-        import contextlib
-
         with contextlib.redirect_stderr(io.StringIO()):  # its own progress bar
             learn_bpe(vocab, out, opts.merges, is_dict=True)
         atomic_write(md.file("codes"), out.getvalue())
@@ -195,8 +194,6 @@ def prepare(md: ModelDir, opts, src, tgt) -> None:
     _segment_files(segmenter, src, tgt, md.file("text", "valid"), valid)
     dest = md.file("bin.new")
     if os.path.isdir(dest):
-        import shutil
-
         shutil.rmtree(dest)
     cmd = [sys.executable, "-m", "fairseq_cli.preprocess", "--source-lang", "src", "--target-lang", "tgt",
            "--trainpref", md.file("text", "train"), "--validpref", md.file("text", "valid"), "--destdir", dest,
@@ -213,8 +210,6 @@ def prepare(md: ModelDir, opts, src, tgt) -> None:
         for name in os.listdir(dest):
             if not name.startswith("dict."):
                 os.replace(os.path.join(dest, name), md.file("bin", name))
-        import shutil
-
         shutil.rmtree(dest)
     else:
         os.replace(dest, md.file("bin"))
@@ -349,6 +344,7 @@ def _pharaoh(links) -> str:
 def build_parser() -> argparse.ArgumentParser:
     from hmm_nmt_align.base.symmetrize import METHODS as HARD
 
+    # hmm_nmt.options has the same type, but importing hmm_nmt imports fairseq: --help must not
     def positive(text):
         try:
             v = int(text)

@@ -55,3 +55,25 @@ def scale_toy(tmp_path_factory):
                     "--trainpref", f"{raw}/train", "--validpref", f"{raw}/valid", "--destdir", str(work / "bin"),
                     "--joined-dictionary", "--workers", "1"], check=True, capture_output=True, env=env)
     return work
+
+
+def open_fifo_writer(fifo, proc, limit_s=300):
+    """Open ``fifo`` for writing once ``proc`` has opened it for reading; fail (rather than block for ever)
+    when ``proc`` exits first, e.g. because it refuses the FIFO."""
+    import errno
+    import time
+
+    start = time.monotonic()
+    while True:
+        try:
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError as e:
+            if e.errno != errno.ENXIO:  # ENXIO: no reader yet
+                raise
+        if proc.poll() is not None:
+            raise AssertionError(f"exited {proc.returncode} without opening the FIFO: {proc.stderr.read()}")
+        assert time.monotonic() - start < limit_s, "the command never opened the FIFO"
+        time.sleep(0.05)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "w")

@@ -54,3 +54,32 @@ def decode_incrementally(model, src, src_lengths, prev, reorder_at=None, new_ord
         assert out.shape[1] == 1
         outs.append(out)
     return torch.cat(outs, dim=1), prev
+
+
+def check_incremental_equals_full_with_beam_reordering(m, d):
+    """Step-by-step decoding under beam reordering and a shrinking batch equals the full forward, step by step."""
+    g = torch.Generator().manual_seed(3)
+    src, lens, _, _ = batch(d)
+    # beam of 2 per sentence: rows (s0, s0, s1, s1)
+    order = torch.tensor([0, 0, 1, 1])
+    enc = m.encoder(src[order], src_lengths=lens[order])
+    words = [d.index(f"w{k}") for k in range(9)]
+    hist = torch.full((4, 1), d.eos())
+    inc = {}
+    for step in range(6):
+        if step > 0:
+            # the beam keeps, per sentence, a shuffled choice of its hypotheses; at the last step sentence
+            # 0 is finished and the batch shrinks (the source caches must then be reordered too)
+            new_order = torch.tensor([[1, 1], [0, 1], [1, 0]][step % 3] + [3, 2]) if step < 5 else torch.tensor([3, 2])
+            m.decoder.reorder_incremental_state_scripting(inc, new_order)
+            enc = m.encoder.reorder_encoder_out(enc, new_order)
+            hist = hist[new_order]
+            nxt = torch.tensor(words)[torch.randint(0, 9, (len(new_order), 1), generator=g)]
+            hist = torch.cat([hist, nxt], dim=1)
+        step_out, step_extra = m.decoder(hist, encoder_out=enc, incremental_state=inc)
+        full_out, full_extra = m.decoder(hist, encoder_out=enc)
+        # fairseq's MultiheadAttention (self-attention here) takes its softmax in float32 even in a float64
+        # model (utils.softmax), and one step vs the whole prefix sums it over other shapes: float32 ulps
+        # (~1e-7 relative) can differ, so this comparison alone keeps a float32-sized tolerance
+        torch.testing.assert_close(step_out[:, -1], full_out[:, -1], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(step_extra["attn"][0][:, -1], full_extra["attn"][0][:, -1], atol=1e-5, rtol=1e-5)

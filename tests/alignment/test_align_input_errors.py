@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import default_sigint
+from conftest import default_sigint, open_fifo_writer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(ROOT, "tests", "data", "checkpoints")
@@ -34,28 +34,6 @@ def align(*args, input=None):
 
 def adapt(*args):
     return run("hmm_nmt_align.adapt", "--no-progress", *args)
-
-
-def open_fifo_writer(fifo, proc, limit_s=300):
-    """Open ``fifo`` for writing once ``proc`` has opened it for reading; fail (rather than block for ever)
-    when ``proc`` exits first, e.g. because it refuses the FIFO."""
-    import errno
-    import time
-
-    start = time.monotonic()
-    while True:
-        try:
-            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-            break
-        except OSError as e:
-            if e.errno != errno.ENXIO:  # ENXIO: no reader yet
-                raise
-        if proc.poll() is not None:
-            raise AssertionError(f"exited {proc.returncode} without opening the FIFO: {proc.stderr.read()}")
-        assert time.monotonic() - start < limit_s, "the command never opened the FIFO"
-        time.sleep(0.05)
-    os.set_blocking(fd, True)
-    return os.fdopen(fd, "w")
 
 
 def w(path, lines):

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import default_sigint
+from conftest import default_sigint, open_fifo_writer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
@@ -17,28 +17,6 @@ def run(*args, **kw):
     """`python -m hmm_nmt_align CMD ARGS` = the console script CMD (hmm-nmt-aer, ...)."""
     return subprocess.run([sys.executable, "-m", "hmm_nmt_align", *args], capture_output=True, text=True, env=ENV,
                           cwd=ROOT, timeout=120, **kw)
-
-
-def open_fifo_writer(fifo, proc, limit_s=300):
-    """Open ``fifo`` for writing once ``proc`` has opened it for reading; fail (rather than block for ever)
-    when ``proc`` exits first, e.g. because it refuses the FIFO."""
-    import errno
-    import time
-
-    start = time.monotonic()
-    while True:
-        try:
-            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-            break
-        except OSError as e:
-            if e.errno != errno.ENXIO:  # ENXIO: no reader yet
-                raise
-        if proc.poll() is not None:
-            raise AssertionError(f"exited {proc.returncode} without opening the FIFO: {proc.stderr.read()}")
-        assert time.monotonic() - start < limit_s, "the command never opened the FIFO"
-        time.sleep(0.05)
-    os.set_blocking(fd, True)
-    return os.fdopen(fd, "w")
 
 
 def w(tmp_path, name, text):

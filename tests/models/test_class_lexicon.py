@@ -4,7 +4,7 @@ import math
 
 import pytest
 import torch
-from dhmm_testlib import batch, build, make_dict
+from dhmm_testlib import batch, build, check_incremental_equals_full_with_beam_reordering, make_dict
 from fairseq.sequence_generator import SequenceGenerator
 
 from hmm_nmt.criterions.dhmm_label_smoothed_cross_entropy import dhmm_loss
@@ -224,27 +224,7 @@ def test_gradcheck_float64_through_class_kernel_and_dp():
 
 
 def test_incremental_decoding_equals_full_forward_with_beam_reordering(model):
-    m, d = model
-    g = torch.Generator().manual_seed(3)
-    src, lens, _, _ = batch(d)
-    order = torch.tensor([0, 0, 1, 1])
-    enc = m.encoder(src[order], src_lengths=lens[order])
-    words = [d.index(f"w{k}") for k in range(9)]
-    hist = torch.full((4, 1), d.eos())
-    inc = {}
-    for step in range(6):
-        if step > 0:
-            new_order = torch.tensor([[1, 1], [0, 1], [1, 0]][step % 3] + [3, 2]) if step < 5 else torch.tensor([3, 2])
-            m.decoder.reorder_incremental_state_scripting(inc, new_order)
-            enc = m.encoder.reorder_encoder_out(enc, new_order)
-            hist = hist[new_order]
-            nxt = torch.tensor(words)[torch.randint(0, 9, (len(new_order), 1), generator=g)]
-            hist = torch.cat([hist, nxt], dim=1)
-        step_out, step_extra = m.decoder(hist, encoder_out=enc, incremental_state=inc)
-        full_out, full_extra = m.decoder(hist, encoder_out=enc)
-        # float32 softmax inside fairseq's self-attention (see test_dhmm_model.py): a float32-sized tolerance
-        torch.testing.assert_close(step_out[:, -1], full_out[:, -1], atol=1e-5, rtol=1e-5)
-        torch.testing.assert_close(step_extra["attn"][0][:, -1], full_extra["attn"][0][:, -1], atol=1e-5, rtol=1e-5)
+    check_incremental_equals_full_with_beam_reordering(*model)
 
 
 def test_beam_hypothesis_score_equals_forward_likelihood(model):

@@ -23,6 +23,11 @@ def fairseq(tool, *args, input=None, check=True):
     return proc
 
 
+def train_inner_logs(output):
+    """The per-update records of fairseq-train's --log-format json output."""
+    return [json.loads(line[line.index("{"):]) for line in output.splitlines() if "| train_inner |" in line]
+
+
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory):
     work = tmp_path_factory.mktemp("toy")
@@ -213,8 +218,7 @@ def test_topk_warmup_switches_at_the_trainer_update_count(toy):
                    "dhmm_label_smoothed_cross_entropy", "--optimizer", "adam", "--lr", "0.001", "--max-tokens", "500",
                    "--max-update", "6", "--log-interval", "1", "--save-dir", str(toy / "warm"), "--no-save",
                    "--seed", "1", "--num-workers", "0", "--no-progress-bar", "--log-format", "json")
-    logs = [json.loads(line[line.index("{"):]) for line in (proc.stdout + proc.stderr).splitlines()
-            if "| train_inner |" in line]
+    logs = train_inner_logs(proc.stdout + proc.stderr)
     assert [int(r["num_updates"]) for r in logs] == [1, 2, 3, 4, 5, 6]
     # the loss of update u is computed with the counter at u - 1
     assert ["align_mass" in r for r in logs] == [False, False, False, True, True, True]
@@ -230,8 +234,7 @@ def test_topk_schedule_prunes_then_trains_exactly_by_percentage_of_max_update(to
                    "dhmm_label_smoothed_cross_entropy", "--optimizer", "adam", "--lr", "0.001", "--max-tokens", "500",
                    "--max-update", "6", "--log-interval", "1", "--save-dir", str(toy / "sched"), "--no-save",
                    "--seed", "1", "--num-workers", "0", "--no-progress-bar", "--log-format", "json")
-    logs = [json.loads(line[line.index("{"):]) for line in (proc.stdout + proc.stderr).splitlines()
-            if "| train_inner |" in line]
+    logs = train_inner_logs(proc.stdout + proc.stderr)
     assert [int(r["num_updates"]) for r in logs] == [1, 2, 3, 4, 5, 6]
     # fairseq keeps a meter once created: after the switch it is logged empty (None)
     assert [r.get("align_mass") is not None for r in logs] == [True, True, True, False, False, False]
@@ -250,7 +253,7 @@ def test_a_plateau_starts_the_next_topk_step_in_plain_fairseq_train_and_survives
                        "--log-interval", "1", "--save-dir", str(save), "--no-epoch-checkpoints", "--seed", "1",
                        "--num-workers", "0", "--no-progress-bar", "--log-format", "json")
         out = proc.stdout + proc.stderr
-        logs = [json.loads(line[line.index("{"):]) for line in out.splitlines() if "| train_inner |" in line]
+        logs = train_inner_logs(out)
         return out, logs
 
     out, logs = run(toy / "plateau", 40)
