@@ -41,6 +41,11 @@ which passes ``threshold:0.5`` where no single piece does).  The mean over targe
 target word iw as one observation of where that word aligns, so a word row is a distribution of the same
 kind as a piece row (it sums to at most 1; the mass on the source EOS is left out).  The EOS column being
 gone, ``argmax`` is taken over the real source words and ``null_eos`` does not apply.
+
+Scores (:func:`link_scores`, ``--scores`` of ``hmm-nmt-align-corpus``): the confidence of each word link is the
+value of the matrix its decision was taken on: the (pooled) posterior of one direction, the ``prod``/``mean``
+combination of both, or, for an atools heuristic (a link may come from one direction alone), the mean of the two
+directions' posteriors; with ``pieces``, the largest over the link's piece pairs.
 """
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
@@ -52,7 +57,7 @@ from hmm_nmt_align.base.symmetrize import symmetrize
 Link = Tuple[int, int]
 
 __all__ = ["DECISIONS", "METHODS", "SOFT", "POOLS", "parse_decision", "decide", "soft_combine", "pool_words", "argmax_links",
-           "LinkOptions", "sentence_word_links"]
+           "LinkOptions", "sentence_word_links", "link_scores"]
 
 DECISIONS = ("argmax", "mutual", "union", "threshold")
 SOFT = ("prod", "mean")
@@ -242,3 +247,21 @@ def _pooled_word_links(fwd: np.ndarray, src_owner: Sequence[int], tgt_owner: Seq
         return decide(soft_combine(f, r, opts.symmetrize), opts.decision, opts.threshold)
     return symmetrize(decide(f, opts.decision, opts.threshold),
                       [(j, i) for i, j in decide(r, opts.decision, opts.threshold)], opts.symmetrize)
+
+
+def link_scores(links: Sequence[Link], fwd: np.ndarray, src_owner: Sequence[int], tgt_owner: Sequence[int],
+                opts: LinkOptions, rev: Optional[np.ndarray] = None) -> List[float]:
+    """The confidence of each word link ``(source word, target word)`` of :func:`sentence_word_links` (same
+    arguments): the value its decision was read from, as the module docstring says."""
+    n_src, n_tgt = len(src_owner), len(tgt_owner)
+    f = np.asarray(fwd, dtype=np.float64)[:n_tgt, :n_src]
+    r = None if rev is None else np.asarray(rev, dtype=np.float64)[:n_src, :n_tgt]
+    if opts.pool == "words":
+        f = pool_words(f, src_owner, tgt_owner)
+        r = None if r is None else pool_words(r, tgt_owner, src_owner)
+    m = f if r is None else soft_combine(f, r, opts.symmetrize if opts.symmetrize in SOFT else "mean")
+    if opts.pool == "words":
+        return [float(m[t, s]) for s, t in links]
+    words = np.full((max(tgt_owner, default=-1) + 1, max(src_owner, default=-1) + 1), -np.inf)
+    np.maximum.at(words, (np.asarray(tgt_owner)[:, None], np.asarray(src_owner)[None, :]), m)
+    return [float(words[t, s]) for s, t in links]

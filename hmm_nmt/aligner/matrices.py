@@ -22,7 +22,7 @@ import torch
 
 from hmm_nmt.aligner.attention import attention_matrices, default_layers, is_attention_model
 from hmm_nmt_align.base.console import ExtractionError  # noqa: F401  (defined below the model layer: see there)
-from hmm_nmt_align.base.links import METHODS, LinkOptions, sentence_word_links
+from hmm_nmt_align.base.links import METHODS, LinkOptions, link_scores, sentence_word_links
 
 __all__ = ["METHODS", "ExtractionError", "SentenceMatrices", "model_type", "available_methods", "unavailable",
            "default_layers", "parse_layers", "batch_matrices", "dataset_matrices", "links_by_method"]
@@ -180,9 +180,19 @@ def _to(sample, device):
     return sample if device.type == "cpu" else utils.move_to_cuda(sample, device=device)
 
 
+def _links(fwd, so, to, opts: LinkOptions, rev, eos_s: bool, eos_t: bool, scores: bool) -> list:
+    links = sentence_word_links(fwd, so, to, opts, rev, eos_s, eos_t)
+    if not scores:
+        return links
+    return [(s, t, p) for (s, t), p in zip(links, link_scores(links, fwd, so, to, opts, rev))]
+
+
 def links_by_method(items: Iterator[SentenceMatrices], methods: Sequence[str], owners, opts: LinkOptions,
-                    rev_items: Optional[Iterator[SentenceMatrices]] = None) -> Dict[str, Dict[int, list]]:
+                    rev_items: Optional[Iterator[SentenceMatrices]] = None,
+                    scores: bool = False) -> Dict[str, Dict[int, list]]:
     """{method: {sentence id: word links}}; ``owners(item) -> (src_owner, tgt_owner, eos_s, eos_t)``.
+
+    With ``scores`` each link is ``(source word, target word, confidence)`` (:func:`link_scores`).
 
     Without a reverse direction the matrices are consumed as they come; with one, the forward matrices of
     the real tokens are kept until the reverse model reaches the same sentence.
@@ -192,7 +202,7 @@ def links_by_method(items: Iterator[SentenceMatrices], methods: Sequence[str], o
         for it in items:
             so, to, eos_s, eos_t = owners(it)
             for m in methods:
-                out[m][it.id] = sentence_word_links(it.matrices[m], so, to, opts, None, eos_s, eos_t)
+                out[m][it.id] = _links(it.matrices[m], so, to, opts, None, eos_s, eos_t, scores)
         return out
     fwd = {it.id: it for it in items}
     for r in rev_items:
@@ -203,7 +213,7 @@ def links_by_method(items: Iterator[SentenceMatrices], methods: Sequence[str], o
                 f"sentence {r.id}: the reverse model sees {len(r.tgt_tokens)} source / {len(r.src_tokens)} target "
                 f"tokens, the forward model {len(it.src_tokens)} / {len(it.tgt_tokens)}: not the same segmentation")
         for m in methods:
-            out[m][r.id] = sentence_word_links(it.matrices[m], so, to, opts, r.matrices[m], eos_s, eos_t)
+            out[m][r.id] = _links(it.matrices[m], so, to, opts, r.matrices[m], eos_s, eos_t, scores)
     assert not fwd, f"the reverse model skipped sentences {sorted(fwd)[:5]}"
     return out
 

@@ -70,11 +70,11 @@ def align_encoded(model, task, pairs: Sequence[EncodedPair], keep: Sequence[int]
                   opts: Optional[LinkOptions] = None, layers: Optional[Sequence[int]] = None,
                   batch_size: Optional[int] = 32, max_tokens: Optional[int] = None, progress: bool = False,
                   rev=None, rev_pairs: Optional[Sequence[EncodedPair]] = None,
-                  desc: str = "aligning") -> Dict[str, Dict[int, list]]:
+                  desc: str = "aligning", scores: bool = False) -> Dict[str, Dict[int, list]]:
     """{method: {index: word links}} for the pairs ``keep`` (indices into ``pairs``).
 
     ``rev = (model, task)`` and ``rev_pairs`` (the same sentences encoded target-to-source for it) add the
-    reverse direction for ``opts.symmetrize``.
+    reverse direction for ``opts.symmetrize``; ``scores`` makes each link ``(source, target, confidence)``.
     """
     opts = opts or LinkOptions()
     items = dataset_matrices(model, pair_dataset(pairs, task), task.source_dictionary, task.target_dictionary,
@@ -88,4 +88,4 @@ def align_encoded(model, task, pairs: Sequence[EncodedPair], keep: Sequence[int]
     def owners(it):
         return pairs[it.id].src_owner, pairs[it.id].tgt_owner, True, True
 
-    return links_by_method(items, methods, owners, opts, rev_items)
+    return links_by_method(items, methods, owners, opts, rev_items, scores)

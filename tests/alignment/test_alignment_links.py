@@ -407,3 +407,28 @@ def test_hansards_table_names_the_trial_chosen_adaptation(tmp_path, capsys):
     assert "* transformer_dhmm, first order: 60 updates (trial AER of the best variant 7.50; 0: 10.00, 60: 7.50, " \
            "240: 8.00)" in out
     assert "* transformer_dhmm, zero order: none (trial AER of the best variant 20.00; 0: 20.00, 60: 20.00)" in out
+
+
+def test_link_scores_are_the_values_the_decision_was_read_from():
+    from hmm_nmt_align.base.links import link_scores, pool_words, soft_combine
+
+    rng = np.random.default_rng(0)
+    fwd = rng.dirichlet(np.ones(4), size=3)  # 3 target pieces x 4 source pieces
+    rev = rng.dirichlet(np.ones(3), size=4)
+    so, to = [0, 0, 1, 2], [0, 1, 1]  # source word 0 has two pieces, target word 1 has two
+    for sym in ("prod", "mean"):
+        opts = LinkOptions("threshold", 0.05, False, sym, "words")
+        links = sentence_word_links(fwd, so, to, opts, rev, eos_s=False, eos_t=False)
+        want = soft_combine(pool_words(fwd, so, to), pool_words(rev, to, so), sym)
+        assert links and link_scores(links, fwd, so, to, opts, rev) == pytest.approx([want[t, s] for s, t in links])
+        assert all(want[t, s] > 0.05 for s, t in links)
+    # an atools merge: the mean of both directions (a link may have one direction's support only)
+    opts = LinkOptions("argmax", 0.0, False, "grow-diag-final-and", "words")
+    links = sentence_word_links(fwd, so, to, opts, rev, eos_s=False, eos_t=False)
+    mean = 0.5 * (pool_words(fwd, so, to) + pool_words(rev, to, so).T)
+    assert link_scores(links, fwd, so, to, opts, rev) == pytest.approx([mean[t, s] for s, t in links])
+    # pieces: the largest piece pair of the word pair; one direction alone: its own posterior
+    opts = LinkOptions("threshold", 0.1, False, None, "pieces")
+    links = sentence_word_links(fwd, so, to, opts, None, eos_s=False, eos_t=False)
+    best = {(s, t): max(fwd[i, j] for i in range(3) for j in range(4) if so[j] == s and to[i] == t) for s, t in links}
+    assert links and link_scores(links, fwd, so, to, opts) == pytest.approx([best[k] for k in links])
