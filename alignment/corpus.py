@@ -36,9 +36,12 @@ import sys
 import time
 from typing import List, Optional, Sequence, Tuple
 
-from hmm_nmt_align.base.atomic import atomic_write
+from hmm_nmt_align.base.atomic import atomic_output, atomic_write
 
 MANIFEST = "manifest.json"
+# how the directions are merged and the links read off (chosen on the Hansards trial pairs); hmm-nmt-align
+# --model-dir uses the same
+DEFAULT_SYMMETRIZE, DEFAULT_LINKS, DEFAULT_POOL = "prod", "threshold:0.1", "words"
 VERSION = 1
 
 
@@ -85,9 +88,12 @@ def read_corpus(src: Optional[str], tgt: Optional[str], joined: Optional[str]) -
 
 def _check_outputs(opts) -> None:
     inputs = [(f, p) for f, p in (("-s", opts.src), ("-t", opts.tgt), ("-i", opts.input)) if p]
-    outputs = [(f, p) for f, p in (("-o", opts.output), ("-f", opts.fwd), ("-r", opts.rev)) if p]
+    outputs = [(f, p) for f, p in (("-o", opts.output), ("-f", opts.fwd), ("-r", opts.rev),
+                                   ("--scores", opts.scores)) if p]
     if not outputs:
         raise CorpusError("nothing to write: give -o (merged), -f and/or -r")
+    if opts.scores and not opts.output:
+        raise CorpusError("--scores are the merged links' (-o): give -o too")
     seen = {}
     for flag, path in outputs:
         real = os.path.realpath(path)
@@ -143,7 +149,10 @@ class ModelDir:
 
 
 MODEL_KEYS = ("merges", "embed_dim", "ffn_dim", "layers", "heads", "max_tokens", "lr", "warmup_updates", "dropout",
-              "seed", "max_update", "patience", "valid_lines")
+              "seed", "max_update", "patience", "valid_lines", "lexicon")
+ARCH_KEYS = ("embed_dim", "ffn_dim", "layers", "heads", "dropout", "lexicon")
+# what a manifest written before a key existed means by it
+KEY_DEFAULTS = {"lexicon": "softmax"}
 
 
 def _config(opts) -> dict:
@@ -230,7 +239,8 @@ def _train_cmd(md: ModelDir, opts, s: str, t: str, max_update: int) -> List[str]
            "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(opts.warmup_updates),
            "--max-tokens", str(opts.max_tokens), "--max-update", str(max_update), "--seed", str(opts.seed),
            "--save-dir", md.file("fwd" if s == "src" else "rev"), "--no-epoch-checkpoints",
-           "--num-workers", "0",  # the optimizer state is kept: fairseq restores the update count from it "--required-batch-size-multiple", "1",
+           # the optimizer state is kept: fairseq restores the update count from it
+           "--num-workers", "0", "--required-batch-size-multiple", "1", "--lexicon", opts.lexicon,
            "--skip-invalid-size-inputs-valid-test", "--max-source-positions", "1024",
            "--max-target-positions", "1024", "--log-format", "json", "--log-interval", "10", "--no-progress-bar"]
     if opts.patience:
@@ -299,41 +309,82 @@ def train(md: ModelDir, opts, max_update: int, progress: bool) -> None:
         md.mark(f"train.{name}", max_update=max_update, updates=_last_update(log))
 
 
-def align(md: ModelDir, opts, src, tgt) -> Tuple[dict, List[Tuple[int, str]]]:
-    """Stage 4: links of every line, merged and per direction (as asked), in input order."""
+ALIGN_CHUNK = 20000  # pairs aligned at a time: memory stays bounded whatever the corpus size
+
+
+def _align_chunk(fwd, rev, opts, src, tgt, segmenter, decision, threshold) -> Tuple[dict, List[Tuple[int, str]]]:
+    """Links of one slice of lines, merged and per direction (as asked), and its too-long lines."""
+    from hmm_nmt_align.base.links import LinkOptions
+
+    from .raw_text import align_text
+
+    out, errors = {}, []
+    if opts.output:
+        links, _, errors = align_text(*fwd, src, tgt, segmenter, ["posterior"],
+                                      LinkOptions(decision, threshold, False, opts.symmetrize, DEFAULT_POOL),
+                                      batch_size=64, max_tokens=opts.align_max_tokens, rev=rev,
+                                      scores=bool(opts.scores))
+        sents = [sorted(sent) for sent in links["posterior"]]
+        out["output"] = [[(i, j) for i, j, *_ in sent] for sent in sents]
+        if opts.scores:
+            out["scores"] = [[p for _, _, p in sent] for sent in sents]
+    one = LinkOptions(decision, threshold, False, None, DEFAULT_POOL)
+    if opts.fwd:
+        links, _, e = align_text(*fwd, src, tgt, segmenter, ["posterior"], one, batch_size=64,
+                                 max_tokens=opts.align_max_tokens)
+        out["fwd"], errors = links["posterior"], errors or e
+    if opts.rev:
+        links, _, e = align_text(*rev, tgt, src, segmenter, ["posterior"], one, batch_size=64,
+                                 max_tokens=opts.align_max_tokens)
+        out["rev"], errors = [[(j, i) for i, j in sent] for sent in links["posterior"]], errors or e
+    return out, errors
+
+
+def align(md: ModelDir, opts, src, tgt) -> List[Tuple[int, str]]:
+    """Stage 4: every line's links, merged and per direction (as asked), streamed in input order to temporary
+    files that replace the outputs when all lines are done; returns the lines too long for a model."""
+    import logging
+
     import torch
 
-    from hmm_nmt_align.base.links import LinkOptions, parse_decision
+    from hmm_nmt_align.base.links import parse_decision
     from hmm_nmt_align.base.segment import load_segmenter
 
     from .loading import load_model
-    from .raw_text import align_text
 
     torch.set_num_threads(max(1, opts.threads))
-    import logging
-
     logging.getLogger("fairseq").setLevel(logging.WARNING)  # its per-model dictionary lines
     decision, threshold = parse_decision(opts.links)
     segmenter = load_segmenter(md.file("codes"), None)
     fwd = load_model(md.file("fwd", "checkpoint_last.pt"), md.file("bin"), opts.cpu)
     rev = load_model(md.file("rev", "checkpoint_last.pt"), md.file("bin"), opts.cpu)
-    progress = not opts.no_progress
-    out, errors = {}, []
-    if opts.output:
-        links, _, errors = align_text(*fwd, src, tgt, segmenter, ["posterior"],
-                                      LinkOptions(decision, threshold, False, opts.symmetrize, "words"),
-                                      batch_size=64, max_tokens=opts.align_max_tokens, progress=progress, rev=rev)
-        out["output"] = links["posterior"]
-    one = LinkOptions(decision, threshold, False, None, "words")
-    if opts.fwd:
-        links, _, e = align_text(*fwd, src, tgt, segmenter, ["posterior"], one, batch_size=64,
-                                 max_tokens=opts.align_max_tokens, progress=progress)
-        out["fwd"], errors = links["posterior"], errors or e
-    if opts.rev:
-        links, _, e = align_text(*rev, tgt, src, segmenter, ["posterior"], one, batch_size=64,
-                                 max_tokens=opts.align_max_tokens, progress=progress)
-        out["rev"], errors = [[(j, i) for i, j in sent] for sent in links["posterior"]], errors or e
-    return out, errors
+    bar = None
+    if not opts.no_progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(src), desc="aligning both directions", unit="pair", file=sys.stderr)
+    paths = {k: p for k, p in (("output", opts.output), ("fwd", opts.fwd), ("rev", opts.rev),
+                               ("scores", opts.scores)) if p}
+    errors = []
+    with contextlib.ExitStack() as stack:
+        files = {k: stack.enter_context(open(stack.enter_context(atomic_output(p)), "w", encoding="utf-8"))
+                 for k, p in paths.items()}
+        for start in range(0, len(src), ALIGN_CHUNK):
+            s, t = src[start:start + ALIGN_CHUNK], tgt[start:start + ALIGN_CHUNK]
+            out, e = _align_chunk(fwd, rev, opts, s, t, segmenter, decision, threshold)
+            errors += [(start + k, why) for k, why in e]
+            for k, f in files.items():
+                if k == "scores":
+                    f.write("".join(" ".join(f"{p:.4f}" for p in sent) + "\n" for sent in out[k]))
+                else:
+                    f.write(_pharaoh(out[k]))
+            if bar is not None:
+                bar.update(len(s))
+        for f in files.values():
+            f.close()  # before atomic_output renames them
+    if bar is not None:
+        bar.close()
+    return errors
 
 
 def _pharaoh(links) -> str:
@@ -365,6 +416,9 @@ def build_parser() -> argparse.ArgumentParser:
     io_.add_argument("-f", "--fwd", metavar="FILE", help="the source-to-target model's alignment alone")
     io_.add_argument("-r", "--rev", metavar="FILE", help="the target-to-source model's alignment alone, written "
                                                          "source-target")
+    io_.add_argument("--scores", metavar="FILE",
+                     help="with -o: the confidence of each merged link, one line per input line, in -o's order (the "
+                          "soft-merged posterior the link was chosen on: filter links by it)")
     io_.add_argument("--model-dir", required=True, metavar="DIR",
                      help="where the model is made (BPE codes, dictionary, both checkpoints, manifest.json)")
     mode = io_.add_mutually_exclusive_group()
@@ -377,6 +431,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--ffn-dim", type=positive, default=512)
     m.add_argument("--layers", type=positive, default=2, help="encoder and decoder layers (default 2)")
     m.add_argument("--heads", type=positive, default=4)
+    m.add_argument("--lexicon", choices=["softmax", "class"], default="softmax",
+                   help="the lexicon p(e | j): softmax over the vocabulary, or class-factored (cheaper per update)")
     m.add_argument("--max-tokens", type=positive, default=2048, help="tokens per training batch")
     m.add_argument("--lr", type=float, default=2e-3)
     m.add_argument("--warmup-updates", type=positive, default=200)
@@ -389,9 +445,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--validate-interval", type=positive, default=400, help="updates between validations")
     m.add_argument("--valid-lines", type=positive, default=500, help="held-out pairs (at most a tenth of the corpus)")
     a = p.add_argument_group("alignment")
-    a.add_argument("--symmetrize", default="prod", choices=["prod", "mean"] + list(HARD),
+    a.add_argument("--symmetrize", default=DEFAULT_SYMMETRIZE, choices=["prod", "mean"] + list(HARD),
                    help="how -o merges the directions (default prod)")
-    a.add_argument("--links", default="threshold:0.1",
+    a.add_argument("--links", default=DEFAULT_LINKS,
                    help="argmax, mutual, union or threshold:T (default threshold:0.1): T trades recall for precision")
     a.add_argument("--align-max-tokens", type=positive, default=4000, help="tokens per alignment batch")
     r = p.add_argument_group("resources")
@@ -435,14 +491,18 @@ def run(opts) -> int:
                 raise CorpusError(f"--continue: --model-dir {opts.model_dir} holds no finished model; rerun the "
                                   "command that made it to finish it")
             total = md.data["done"]["train.fwd"]["max_update"] + opts.max_update
+            saved = {**KEY_DEFAULTS, **md.data["config"]}
+            for k in ARCH_KEYS:  # the checkpoints' shape, whatever this command line says
+                setattr(opts, k, saved[k])
             md.data["continued"] = md.data.get("continued", []) + [{"corpus": digest, "max_update": total}]
             md.data["corpus"] = digest
             for stage in ("train.fwd", "train.rev"):
                 md.data["done"][stage]["target"] = total
             md.save()
         else:
-            if md.data["corpus"] != digest or md.data["config"] != _config(opts):
-                changed = [k for k in MODEL_KEYS if md.data["config"].get(k) != getattr(opts, k)]
+            saved = {**KEY_DEFAULTS, **md.data["config"]}
+            if md.data["corpus"] != digest or saved != _config(opts):
+                changed = [k for k in MODEL_KEYS if saved.get(k) != getattr(opts, k)]
                 raise CorpusError(f"--model-dir {opts.model_dir} was made from another corpus or settings"
                                   + (f" ({', '.join(changed)})" if changed else "")
                                   + ": use --align-only to align with it, --continue to train it further, or "
@@ -456,10 +516,7 @@ def run(opts) -> int:
              f"{max(1, opts.threads // 2)} threads each); log: {md.file('fwd', 'train.log')}")
         train(md, opts, max_update, not opts.no_progress)
     _log(f"aligning {len(src)} pairs")
-    out, errors = align(md, opts, src, tgt)
-    for key, path in (("output", opts.output), ("fwd", opts.fwd), ("rev", opts.rev)):
-        if path:
-            atomic_write(path, _pharaoh(out[key]))
+    errors = align(md, opts, src, tgt)
     for k, why in errors:
         _log(f"error: line {k + 1}: {why}; its output line is empty")
     _log(f"{len(src)} lines aligned; {sum(1 for s, t in zip(src, tgt) if not s or not t)} with an empty side")
@@ -479,3 +536,5 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 __all__ = ["main", "read_corpus", "CorpusError", "ModelDir"]
+if __name__ == "__main__":
+    sys.exit(main())

@@ -130,7 +130,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Forced word alignment of sentence pairs with a fairseq checkpoint, written as word-level "
                     "Pharaoh (source-target, 0-based) in input order. Input: the reference pairs of a binarized "
                     "subset (--data), or word-tokenised parallel text (--src-text/--tgt-text), segmented here.")
-    p.add_argument("--path", required=True, metavar="CKPT", help="checkpoint (.pt) of a transformer_dhmm or transformer")
+    p.add_argument("--path", metavar="CKPT", help="checkpoint (.pt) of a transformer_dhmm or transformer")
+    p.add_argument("--model-dir", metavar="DIR",
+                   help="instead of --path/--rev-path/--data/--bpe-codes: a model directory of hmm-nmt-align-corpus "
+                        "(text input; both directions merged as that command does, --method posterior "
+                        "--symmetrize prod --links threshold:0.1 --pool words, unless given)")
     p.add_argument("--data", metavar="DIR",
                    help="fairseq-preprocess output directory (binarized input); with --src-text: a folder with the "
                         "model's dict.SRC.txt/dict.TGT.txt (default: next to the checkpoint, else its training data-bin)")
@@ -139,12 +143,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tgt-text", metavar="FILE", help="word-tokenised target text, line-parallel to --src-text")
     p.add_argument("--bpe-codes", metavar="CODES", help="text input: subword-nmt codes the model was trained with")
     p.add_argument("--spm-model", metavar="MODEL", help="text input: SentencePiece model the model was trained with")
-    p.add_argument("--method", required=True, metavar="M[,M2]",
+    p.add_argument("--method", metavar="M[,M2]",
                    help="alignment: the alignment distribution (transformer_dhmm); posterior: p(b_i=j|E,F) "
                         "(transformer_dhmm); attention: the cross-attention averaged over all heads of --layers "
                         "(plain transformer). Several, comma-separated, share one encoder pass; -o then needs "
                         "{method} in its name")
-    p.add_argument("--links", default="argmax", metavar="D",
+    p.add_argument("--links", metavar="D",
                    help="argmax (default: each target word its best source word), mutual, union or threshold:T "
                         "(every link with probability > T; many-to-many)")
     p.add_argument("--rev-path", metavar="CKPT",
@@ -154,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --rev-path: prod or mean combine the two directions' matrices before --links (soft); "
                         "the atools heuristics merge the two directions' links after it (default: grow-diag, the "
                         "best on the toy dev set)")
-    p.add_argument("--pool", choices=list(POOLS), default="pieces",
+    p.add_argument("--pool", choices=list(POOLS),
                    help="pieces (default): --links and --symmetrize work on the subword-piece matrices and two words "
                         "are linked when any of their pieces are; words: each direction's matrix is first pooled to "
                         "words (per target word, the mean over its pieces of the probability summed over the pieces "
@@ -182,7 +186,41 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _apply_model_dir(args) -> None:
+    """Fill the checkpoint, data and segmentation options from ``--model-dir`` (and the defaults of
+    ``hmm-nmt-align-corpus``), or the plain defaults without it."""
+    if not args.model_dir:
+        if args.path is None:
+            raise ExtractionError("give --path CKPT (or --model-dir DIR of hmm-nmt-align-corpus)")
+        if args.method is None:
+            raise ExtractionError("--method is required with --path (alignment, posterior or attention)")
+        args.links = args.links or "argmax"
+        args.pool = args.pool or "pieces"
+        return
+    from .corpus import DEFAULT_LINKS, DEFAULT_POOL, DEFAULT_SYMMETRIZE, ModelDir
+
+    given = [f for f, a in (("--path", "path"), ("--rev-path", "rev_path"), ("--data", "data"),
+                            ("--rev-data", "rev_data"), ("--bpe-codes", "bpe_codes"), ("--spm-model", "spm_model"),
+                            ("--bpe", "bpe"), ("--pieces", "pieces")) if getattr(args, a) is not None]
+    if given:
+        raise ExtractionError(f"--model-dir holds the checkpoints, dictionaries and BPE codes: drop {', '.join(given)}")
+    if args.src_text is None or args.tgt_text is None:
+        raise ExtractionError("--model-dir aligns text: give --src-text and --tgt-text")
+    md = ModelDir(args.model_dir)
+    if md.data is None or not (md.done("train.fwd") and md.done("train.rev")):
+        raise ExtractionError(f"--model-dir {args.model_dir}: not a finished model directory of hmm-nmt-align-corpus "
+                              "(no manifest.json with both directions trained)")
+    args.path, args.rev_path = md.file("fwd", "checkpoint_last.pt"), md.file("rev", "checkpoint_last.pt")
+    args.data = args.rev_data = md.file("bin")
+    args.bpe_codes = md.file("codes")
+    args.method = args.method or "posterior"
+    args.symmetrize = args.symmetrize or DEFAULT_SYMMETRIZE
+    args.links = args.links or DEFAULT_LINKS
+    args.pool = args.pool or DEFAULT_POOL
+
+
 def _check_args(args) -> Tuple[List[str], LinkOptions]:
+    _apply_model_dir(args)
     for name in ("batch_size", "max_tokens"):
         v = getattr(args, name)
         if v is not None and v < 1:

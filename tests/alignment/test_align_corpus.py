@@ -32,7 +32,7 @@ def made(tmp_path_factory):
     (work / "c.src").write_text("\n".join(src) + "\n")
     (work / "c.tgt").write_text("\n".join(tgt) + "\n")
     p = run(work, "-s", "c.src", "-t", "c.tgt", "--model-dir", "m", "-o", "c.align", "-f", "c.fwd", "-r", "c.rev",
-            *TINY)
+            "--scores", "c.scores", *TINY)
     assert p.returncode == 0, p.stderr[-3000:]
     return work, src, tgt, p
 
@@ -55,6 +55,71 @@ def test_the_whole_command_writes_line_parallel_word_links_and_a_model_dir(made)
     assert manifest["done"]["train.fwd"]["updates"] == 6 and manifest["done"]["train.rev"]["updates"] == 6
     for f in ("codes", "bin/dict.src.txt", "fwd/checkpoint_last.pt", "rev/checkpoint_last.pt"):
         assert (work / "m" / f).exists(), f
+
+
+@pytest.mark.slow
+def test_scores_are_line_parallel_to_the_merged_links_and_pass_its_threshold(made):
+    work, src, _, _ = made
+    links = _links(work / "c.align")
+    scores = [[float(x) for x in line.split()] for line in (work / "c.scores").read_text().split("\n")[:-1]]
+    assert [len(s) for s in scores] == [len(sent) for sent in links] and len(scores) == len(src)
+    flat = [x for s in scores for x in s]
+    assert flat and all(0.1 < x <= 1.0 for x in flat)  # prod of two posteriors, kept when above threshold:0.1
+
+
+def _extract(cwd, *args):
+    env = dict(os.environ, OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    cmd = [sys.executable, "-c", "import sys; from hmm_nmt_align.extract import main; sys.exit(main())", *args]
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+
+
+@pytest.mark.slow
+def test_hmm_nmt_align_model_dir_aligns_text_as_the_corpus_command_does(made, tmp_path):
+    work, _, _, _ = made
+    p = _extract(tmp_path, "--model-dir", str(work / "m"), "--src-text", str(work / "c.src"), "--tgt-text",
+                 str(work / "c.tgt"), "-o", "x.align", "--no-progress")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert (tmp_path / "x.align").read_text() == (work / "c.align").read_text()
+    p = _extract(tmp_path, "--model-dir", str(work / "m"), "--path", str(work / "m" / "fwd" / "checkpoint_last.pt"),
+                 "--src-text", str(work / "c.src"), "--tgt-text", str(work / "c.tgt"), "-o", "y.align")
+    assert p.returncode == 2 and "drop --path" in p.stderr and not (tmp_path / "y.align").exists()
+    p = _extract(tmp_path, "--model-dir", str(tmp_path), "--src-text", str(work / "c.src"), "--tgt-text",
+                 str(work / "c.tgt"), "-o", "y.align")
+    assert p.returncode == 2 and "not a finished model directory" in p.stderr and "Traceback" not in p.stderr
+
+
+@pytest.mark.slow
+def test_a_model_dir_from_before_the_lexicon_option_is_reused_as_softmax(made, tmp_path):
+    work, _, _, _ = made
+    import shutil
+
+    shutil.copytree(work / "m", tmp_path / "m")
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    del manifest["config"]["lexicon"]
+    (tmp_path / "m" / "manifest.json").write_text(json.dumps(manifest))
+    before = (tmp_path / "m" / "fwd" / "checkpoint_last.pt").stat().st_mtime_ns
+    p = run(work, "-s", "c.src", "-t", "c.tgt", "--model-dir", str(tmp_path / "m"), "-o", str(tmp_path / "o.align"),
+            *TINY)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert (tmp_path / "m" / "fwd" / "checkpoint_last.pt").stat().st_mtime_ns == before
+    p = run(work, "-s", "c.src", "-t", "c.tgt", "--model-dir", str(tmp_path / "m"), "-o", str(tmp_path / "o.align"),
+            *TINY, "--lexicon", "class")
+    assert p.returncode == 2 and "(lexicon)" in p.stderr
+
+
+@pytest.mark.slow
+def test_the_class_lexicon_trains_and_aligns(made, tmp_path):
+    work, src, _, _ = made
+    p = run(work, "-s", "c.src", "-t", "c.tgt", "--model-dir", str(tmp_path / "m"), "-o", str(tmp_path / "c.align"),
+            *TINY, "--lexicon", "class")
+    assert p.returncode == 0, p.stderr[-2000:]
+    import torch
+
+    ckpt = torch.load(tmp_path / "m" / "rev" / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+    assert ckpt["cfg"]["model"].lexicon == "class"
+    links = _links(tmp_path / "c.align")
+    assert len(links) == len(src) and links[3] == [] and sum(map(len, links)) > 0
 
 
 @pytest.mark.slow
@@ -83,8 +148,10 @@ def test_continue_trains_the_model_further(made, tmp_path):
     import shutil
 
     shutil.copytree(work / "m", tmp_path / "m")
+    # the model's shape comes from its manifest, whatever this command line says
+    other = [x if x != "16" else "24" for x in TINY]
     p = run(work, "-s", "c.src", "-t", "c.tgt", "--model-dir", str(tmp_path / "m"), "--continue",
-            "-o", str(tmp_path / "more.align"), *TINY)
+            "-o", str(tmp_path / "more.align"), *other)
     assert p.returncode == 0, p.stderr[-2000:]
     manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
     assert manifest["done"]["train.fwd"]["updates"] == 12 and manifest["continued"][0]["max_update"] == 12
@@ -100,6 +167,7 @@ def test_continue_trains_the_model_further(made, tmp_path):
      "--links: unknown link decision"),
     ({"a.src": "x\n", "a.tgt": "y\n"}, ["-s", "a.src", "-o", "o"], "give -s SRC -t TGT, or -i FILE"),
     ({"a.src": "x\n", "a.tgt": "y\n"}, ["-s", "a.src", "-t", "a.tgt", "-o", "o", "--align-only"], "no finished model"),
+    ({"a.src": "x\n", "a.tgt": "y\n"}, ["-s", "a.src", "-t", "a.tgt", "-f", "o", "--scores", "s"], "give -o too"),
     ({"a.src": "x\n", "a.tgt": "y\n"}, ["-s", "a.src", "-t", "a.tgt", "-o", "o", "--max-update", "0"],
      "argument --max-update: must be >= 1, got 0"),
 ])
