@@ -225,3 +225,51 @@ def test_run_sh_end_to_end_tiny(tmp_path):
     p4 = subprocess.run(ev + ["--joint", str(ck / "agree1.en-fr" / "checkpoint_last.pt"), "--fwd", "x.pt"],
                         capture_output=True, text=True, env=_env())
     assert p4.returncode == 2 and "not both" in p4.stderr
+
+
+# --------------------------------------------------------------------------------------------- corpus.sh
+CORPUS = os.path.join(ROOT, "examples", "hansards", "corpus.sh")
+
+
+def test_corpus_sh_help_and_errors(tmp_path):
+    p = subprocess.run([CORPUS, "--help"], capture_output=True, text=True, env=_env())
+    assert p.returncode == 0 and "--eflomal-runs N" in p.stdout and "hmm-nmt-align-corpus" in p.stdout
+    p = subprocess.run([CORPUS, "--local", str(tmp_path / "nowhere")], capture_output=True, text=True, env=_env())
+    assert p.returncode == 2 and "not the hansards_enfr folder" in p.stderr
+    _write_local(tmp_path / "local")
+    p = subprocess.run([CORPUS, "--local", str(tmp_path / "local"), "--eflomal-runs", "x"], capture_output=True,
+                       text=True, env=_env())
+    assert p.returncode == 2 and "--eflomal-runs must be an integer" in p.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+def test_corpus_sh_end_to_end_tiny(tmp_path):
+    """Raw files -> one corpus (test, trial, training pairs in that order) -> hmm-nmt-align-corpus with the
+    options after -- -> a table scored on the test and trial lines, beside eflomal when the baselines extra is
+    installed; a second call retrains nothing."""
+    _write_local(tmp_path / "local")
+    work = tmp_path / "work"
+    runs = 1 if importlib.util.find_spec("eflomal") else 0
+    cmd = [CORPUS, "--local", str(tmp_path / "local"), "--work", str(work), "--eflomal-runs", str(runs), "--",
+           "--merges", "60", "--max-update", "3", "--embed-dim", "16", "--ffn-dim", "32", "--layers", "1",
+           "--heads", "2", "--max-tokens", "400", "--warmup-updates", "2", "--valid-lines", "10", "--lexicon", "class"]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    en = (work / "corpus.en").read_text().splitlines()
+    assert len(en) == len(TEST) + len(TRIAL) + 25 * len(TRAIN)
+    assert en[0] == "the minister is here ." and en[len(TEST)] == "the minister knows the answer ."
+    align = (work / "hmm.align").read_text().splitlines()
+    assert len(align) == len(en)
+    manifest = json.loads((work / "model" / "manifest.json").read_text())
+    assert manifest["config"]["lexicon"] == "class"
+    rows = [r for r in p.stdout.splitlines() if r.startswith("| hmm ") or r.startswith("| eflomal.")]
+    assert [r.split()[1] for r in rows] == ["eflomal.1"] * runs + ["hmm"], p.stdout
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert len(cells) == 7 and all(re.fullmatch(r"\d+(\.\d+)?", c) for c in cells[1:]), row
+    if runs:
+        assert len((work / "eflomal.1.gdfa").read_text().splitlines()) == len(en)
+    assert "--lexicon class" in p.stdout and "CPU:" in p.stdout
+    p2 = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=300)
+    assert p2.returncode == 0 and "hmm-nmt-align-corpus" not in p2.stderr and p2.stdout == p.stdout
