@@ -31,10 +31,11 @@ DATA="$WORK/data"
 mkdir -p "$DATA"
 log() { echo "[hansards-corpus $(date +%H:%M:%S)] $*" >&2; }
 TIMEFORMAT='%R %U %S'
-timed() {  # NAME CMD...: runs CMD, appends "NAME wall user sys" to WORK/times.txt when it succeeds
-  local name=$1 t; shift
-  { t=$( { time "$@" 1>&3 2>&4; } 2>&1 ); } 3>&1 4>&2
+timed() {  # NAME CMD...: runs CMD, appends "NAME wall user sys" to WORK/times.txt, also when it fails or is
+  local name=$1 t rc=0; shift  # interrupted (Ctrl-C), so that a resumed job's time is the sum of its runs
+  { t=$( { time "$@" 1>&3 2>&4; } 2>&1 ) || rc=$?; } 3>&1 4>&2
   echo "$name $t" >> "$WORK/times.txt"
+  return "$rc"
 }
 
 # ------------------------------------------------------------------------------------------- 1. normalize
