@@ -293,8 +293,8 @@ def train(md: ModelDir, opts, max_update: int, progress: bool) -> None:
             time.sleep(2)
     except KeyboardInterrupt:
         for p, _ in procs.values():
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGINT)
+            if p.poll() is None:  # SIGTERM: a trainer started by a background job ignores SIGINT
+                os.killpg(p.pid, signal.SIGTERM)
         for p, _ in procs.values():
             p.wait()
         raise
@@ -523,8 +523,13 @@ def run(opts) -> int:
     return 1 if errors else 0
 
 
+def _terminated(signum, frame):
+    raise KeyboardInterrupt  # a scheduler's SIGTERM stops the trainers and leaves no partial output, as Ctrl-C
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     opts = build_parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         return run(opts)
     except CorpusError as e:

@@ -184,7 +184,10 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, content, args
 
 
 @pytest.mark.slow
-def test_ctrl_c_during_training_then_the_same_command_resumes(made, tmp_path):
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_ctrl_c_during_training_then_the_same_command_resumes(made, tmp_path, how):
+    """Ctrl-C (SIGINT to the foreground group) or a scheduler's SIGTERM to the command alone: the trainers stop
+    too, nothing is written, and the same command resumes from the last checkpoint."""
     import signal
     import time
 
@@ -199,8 +202,15 @@ def test_ctrl_c_during_training_then_the_same_command_resumes(made, tmp_path):
     deadline = time.time() + 600
     while not ckpt.exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.2)
-    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the whole foreground group, the trainers included
+    if how == "ctrl-c":
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        os.kill(proc.pid, signal.SIGTERM)
     _, err = proc.communicate(timeout=300)
+    log = tmp_path / "m" / "fwd" / "train.log"
+    size = log.stat().st_size
+    time.sleep(3)
+    assert log.stat().st_size == size  # no trainer left running
     assert proc.returncode == 130 and "interrupted; run the same command again to continue" in err, err[-2000:]
     assert "Traceback" not in err and not (tmp_path / "out.align").exists()
     manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
