@@ -136,15 +136,21 @@ def _env():
     return e
 
 
-def test_run_sh_help_and_errors(tmp_path):
-    p = subprocess.run([RUN, "--help"], capture_output=True, text=True, env=_env())
-    assert p.returncode == 0 and "--train-lines N" in p.stdout and "grow-diag-final-and" in p.stdout
-    p = subprocess.run([RUN, "--local", str(tmp_path / "nowhere")], capture_output=True, text=True, env=_env())
+@pytest.mark.parametrize("script, in_help, bad, why", [
+    ("run.sh", ["--train-lines N", "grow-diag-final-and"], ["--models", "dhmm2"], "unknown model 'dhmm2'"),
+    ("corpus.sh", ["--eflomal-runs N", "hmm-nmt-align-corpus"], ["--eflomal-runs", "x"],
+     "--eflomal-runs must be an integer")])
+def test_recipe_help_and_errors(tmp_path, script, in_help, bad, why):
+    cmd = os.path.join(ROOT, "examples", "hansards", script)
+    p = subprocess.run([cmd, "--help"], capture_output=True, text=True, env=_env())
+    assert p.returncode == 0 and all(x in p.stdout for x in in_help)
+    p = subprocess.run([cmd, "--local", str(tmp_path / "nowhere")], capture_output=True, text=True, env=_env())
     assert p.returncode == 2 and "not the hansards_enfr folder" in p.stderr
     _write_local(tmp_path / "local")
-    p = subprocess.run([RUN, "--local", str(tmp_path / "local"), "--models", "dhmm2"], capture_output=True,
-                       text=True, env=_env())
-    assert p.returncode == 2 and "unknown model 'dhmm2'" in p.stderr
+    p = subprocess.run([cmd, "--local", str(tmp_path / "local"), *bad], capture_output=True, text=True, env=_env(),
+                       cwd=tmp_path)
+    assert p.returncode == 2 and why in p.stderr
+    assert not (tmp_path / "runs").exists()
 
 
 @pytest.mark.slow
@@ -229,18 +235,6 @@ def test_run_sh_end_to_end_tiny(tmp_path):
 
 # --------------------------------------------------------------------------------------------- corpus.sh
 CORPUS = os.path.join(ROOT, "examples", "hansards", "corpus.sh")
-
-
-def test_corpus_sh_help_and_errors(tmp_path):
-    p = subprocess.run([CORPUS, "--help"], capture_output=True, text=True, env=_env())
-    assert p.returncode == 0 and "--eflomal-runs N" in p.stdout and "hmm-nmt-align-corpus" in p.stdout
-    p = subprocess.run([CORPUS, "--local", str(tmp_path / "nowhere")], capture_output=True, text=True, env=_env())
-    assert p.returncode == 2 and "not the hansards_enfr folder" in p.stderr
-    _write_local(tmp_path / "local")
-    p = subprocess.run([CORPUS, "--local", str(tmp_path / "local"), "--eflomal-runs", "x"], capture_output=True,
-                       text=True, env=_env())
-    assert p.returncode == 2 and "--eflomal-runs must be an integer" in p.stderr
-    assert not (tmp_path / "runs").exists()
 
 
 @pytest.mark.slow
