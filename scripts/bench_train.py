@@ -102,7 +102,8 @@ def run_one(spec, opts, queue):
 
 
 #: ``--models lexicon``: the transformer and both orders with each lexicon
-LEXICON_SWEEP = ["transformer", "dhmm0", "dhmm0:--lexicon=class", "dhmm1", "dhmm1:--lexicon=class"]
+LEXICON_SWEEP = ["transformer", "dhmm0", "dhmm0:--lexicon=class", "dhmm0:--lexicon=separable", "dhmm1",
+                 "dhmm1:--lexicon=class", "dhmm1:--lexicon=separable"]
 
 
 def synthetic_data_bin(workdir, vocab, sentences=3000, seed=1):

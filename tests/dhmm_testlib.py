@@ -15,6 +15,14 @@ def make_dict(n_words=9):
     return d
 
 
+def zipf_dict():
+    """Eleven words with Zipf-like counts (frequency classes of different sizes, for --lexicon class)."""
+    d = make_dict()
+    for k in range(9):
+        d.count[d.index(f"w{k}")] = 1000 // (k + 1)
+    return d
+
+
 def build(arch="transformer_dhmm", dictionary=None, dim=16, layers=2, heads=2, extra=()):
     dictionary = dictionary or make_dict()
     argv = ["/nonexistent", "--arch", arch, "--encoder-layers", str(layers), "--decoder-layers", str(layers),

@@ -24,6 +24,7 @@ from hmm_nmt.hmm.class_lexicon import (
 from hmm_nmt.hmm.lexicon import gold_logits, lexicon_logz, lexicon_scores, log_mixture
 from hmm_nmt.hmm.precision import accumulation_dtype, lexicon_dtype, upcast
 from hmm_nmt.hmm.semiring import LOG_SAFE
+from hmm_nmt.hmm.separable_lexicon import separable_log_mixture, separable_scores, source_terms
 from hmm_nmt.models.dhmm_layers import DHMMDecoderLayer, Linear, _CachedSourceMixin
 from hmm_nmt.models.first_order_alignment import FirstOrderAlignment
 from hmm_nmt.models.topk_schedule import advance, parse_topk_schedule, topk_at
@@ -164,7 +165,18 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
     # ------------------------------------------------------------------ lexicon
     def lexicon_source(self, h: Tensor, incremental_state=None) -> Tensor:
         """W5 h_j + b5 (B, J, d); in incremental decoding computed once per sentence and cached."""
-        return self._source_cache(incremental_state, lambda: {"lex": self.lex_src_proj(h)})["lex"]
+        return self._lexicon_source_cache(h, incremental_state)["lex"]
+
+    def _lexicon_source_cache(self, h: Tensor, incremental_state=None) -> Dict[str, Tensor]:
+        """The per-sentence lexicon terms; ``--lexicon separable`` decoding adds the source logits
+        (:func:`~hmm_nmt.hmm.separable_lexicon.source_terms`), the same for every step."""
+        def compute():
+            src = self.lex_src_proj(h)
+            out = {"lex": src}
+            if self.lexicon_kind == "separable" and incremental_state is not None:
+                out["sep_a"], out["sep_ea"], out["sep_ma"] = source_terms(src, *self.output_weight_bias())
+            return out
+        return self._source_cache(incremental_state, compute)
 
     def lexicon_features(self, x: Tensor, h: Tensor, incremental_state=None):
         """(W5 h_j + b5 (B, J, d), W6 s_i (B, I, d)); the lexicon hidden is ReLU of their sum.
@@ -209,9 +221,13 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
         ``features``: (src_feat, tgt_feat) of :meth:`lexicon_features` when the caller already has them.
         ``--lexicon class``: every j of a target position with a row is scored (the class's word rows are
         gathered once per target position), and the mean is the class-level smoothing mean of
-        :func:`~hmm_nmt.hmm.class_lexicon.class_lexicon_scores`.
+        :func:`~hmm_nmt.hmm.class_lexicon.class_lexicon_scores`. ``--lexicon separable``: every (i, j) is
+        scored (:func:`~hmm_nmt.hmm.separable_lexicon.separable_scores`), the mean over V exact.
         """
         src_feat, tgt_feat = features if features is not None else self.lexicon_features(x, extra["encoder_out"])
+        if self.lexicon_kind == "separable":  # every (i, j) costs one matmul entry: score all, keep the rows
+            gold, mean = separable_scores(src_feat, tgt_feat, *self.output_weight_bias(), target)
+            return gold.masked_fill(~row_mask, 0.0), mean.masked_fill(~row_mask, 0.0)
         if self.lexicon_kind == "class":
             b, i = row_mask.any(-1).nonzero(as_tuple=True)
             gold, mean = self.class_group_scores(src_feat, tgt_feat, b, i, target[b, i])
@@ -266,7 +282,14 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
         logz = x.new_zeros(tgt_mask.shape + src_feat.shape[1:2],
                            dtype=accumulation_dtype(x.dtype))
 
+        separable = {}
+
         def gold(i, keep):
+            if self.lexicon_kind == "separable":  # all steps' scores at once, without gradients
+                if not separable:
+                    with torch.no_grad():
+                        separable["gold"] = separable_scores(src_feat, tgt_feat, weight, bias, target)[0]
+                return separable["gold"][:, i].to(logz.dtype).masked_fill(~keep, 0.0)
             if self.lexicon_kind == "class":  # normalised per row: no log-normalisers to keep
                 with torch.no_grad():
                     b = keep.any(-1).nonzero().squeeze(1)
@@ -283,7 +306,7 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
                                                             self.lexicon_topk)
         if self.topk_objective == "pruned":  # the pruned model's likelihood = the path sum - sum_i log m_i
             ll_gold = ll_gold - mass.clamp(min=1e-30).log().masked_fill(~tgt_mask, 0.0).sum(-1)
-        if self.lexicon_kind == "class":
+        if self.lexicon_kind != "softmax":
             g, m = self.lexicon_scores(x, extra, target, keep, features=(src_feat, tgt_feat))
             lex = g if eps == 0 else ((1.0 - eps) * g + eps * m).masked_fill(~keep, 0.0)
         else:
@@ -341,6 +364,13 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
         state = self.first_order.get_incremental_state(incremental_state, "state")
         if state is None:
             pred = log_init[:, 0]
+        elif self.lexicon_kind == "separable":
+            # linear lexicon: the gold logit of the last input word is W_e (src_j + tgt_{i-1}) + b_e
+            src_feat = self.lexicon_source(extra["encoder_out"], incremental_state)
+            last = prev_output_tokens[:, -1:].expand(-1, src_feat.size(1))
+            gold = gold_logits(src_feat + state["tgt_feat"][:, None, :], *self.output_weight_bias(), last)
+            filt = torch.log_softmax(state["pred"] + gold - state["logz"], dim=-1)
+            pred = LOG_SAFE.matvec(filt, log_trans[:, 0])
         elif self.lexicon_kind == "class":
             src_feat = self.lexicon_source(extra["encoder_out"], incremental_state)
             rows = torch.arange(src_feat.size(0), device=src_feat.device)
@@ -374,6 +404,17 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
             return x, extra
         src_feat, tgt_feat = self.lexicon_features(x, extra["encoder_out"], incremental_state)
         weight, bias = self.output_weight_bias()
+        keep_state = self.first_order is not None and incremental_state is not None
+        if self.lexicon_kind == "separable":
+            cache = self._lexicon_source_cache(extra["encoder_out"], incremental_state)
+            source = (cache["sep_a"], cache["sep_ea"], cache["sep_ma"]) if "sep_a" in cache else None
+            log_probs, logz = separable_log_mixture(src_feat, tgt_feat, extra["log_align"], weight, bias,
+                                                    keep_idx=extra.get("keep_idx"), chunk_rows=self.lexicon_chunk_size,
+                                                    source=source, return_logz=True)
+            if keep_state:
+                self.first_order.set_incremental_state(incremental_state, "state", {
+                    "pred": extra["log_align"][:, -1], "logz": logz[:, -1], "tgt_feat": tgt_feat[:, -1]})
+            return log_probs, extra
         if self.lexicon_kind == "class":
             log_probs = class_log_mixture(src_feat, tgt_feat, extra["log_align"], self.lex_class_proj.weight,
                                           self.lex_class_proj.bias, weight, bias, self.class_layout(),
@@ -384,7 +425,6 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
                     "pred": extra["log_align"][:, -1], "tgt_feat": tgt_feat[:, -1]})
             return log_probs, extra
         # the lexicon normalisers are part of the first-order filtering state, not needed otherwise
-        keep_state = self.first_order is not None and incremental_state is not None
         log_probs = log_mixture(src_feat, tgt_feat, extra["log_align"], weight, bias, self.lexicon_chunk_size,
                                 self.lexicon_dtype, return_logz=keep_state, keep_idx=extra.get("keep_idx"))
         if keep_state:

@@ -98,12 +98,14 @@ class TransformerDHMMModel(TransformerModel):
                                  "weighted sum outside the ReLU, no residual): only the last one, which gives the "
                                  "alignment, the others keeping fairseq's cross-attention (last, default; "
                                  "docs/translation.md), or every layer as in the paper (all)")
-        parser.add_argument("--lexicon", choices=LEXICONS, metavar="{softmax,class}",
-                            help="lexicon p(e | j): a softmax over the vocabulary (softmax, default), or class-"
+        parser.add_argument("--lexicon", choices=LEXICONS, metavar="{softmax,class,separable}",
+                            help="lexicon p(e | j): a softmax over the vocabulary (softmax, default); class-"
                                  "factored, p(c(e) | j) p(e | c(e), j) over --lexicon-classes frequency classes "
                                  "(class: exact and normalised, about d x (C + |c(e)|) per row instead of d x V "
-                                 "in training; label smoothing at the class level and within the gold class; "
-                                 "--lexicon-dtype does not apply)")
+                                 "in training; label smoothing at the class level and within the gold class); or "
+                                 "the softmax without its ReLU, p(e | j) proportional to exp(a_je + b_ie) "
+                                 "(separable: exact, the I x J normalisers one matmul over V, no d x V per row). "
+                                 "--lexicon-dtype applies to softmax only")
         parser.add_argument("--lexicon-classes", type=positive_int, metavar="C",
                             help="--lexicon class: number of frequency classes (default round(sqrt(V))); fixed "
                                  "when the model is built and saved with it")
@@ -225,7 +227,7 @@ class TransformerDHMMModel(TransformerModel):
 
 
 #: ``--lexicon`` choices; softmax stays the default
-LEXICONS = ("softmax", "class")
+LEXICONS = ("softmax", "class", "separable")
 
 # docs/translation.md: the paper's form (all) under-fits at equal updates; it stays selectable
 DEFAULT_DHMM_LAYERS = "last"

@@ -1,0 +1,135 @@
+"""Separable lexicon of the direct HMM: the softmax lexicon without its ReLU, exact at the cost of matmuls over V.
+
+The softmax lexicon (Eq. 7) scores word e at (target position i, source position j) with
+W ReLU(W5 h_j + W6 s_i) + b, so each of the I x J rows needs its own d x V product. Without the ReLU the
+logit splits into a source part and a target part,
+
+    p(e | j, e_<i, f) = exp(a_je + b_ie) / Z_ij,   a_j = W (W5 h_j + b5) + b,   b_i = W (W6 s_i)
+    Z_ij = sum_v exp(a_jv) exp(b_iv)
+
+(a product of experts: a translation table row of source position j times a target-side language model).
+The logits cost (I + J) x d x V, the transformer's output layer on both sides, and all I x J normalisers
+are one (I x V) by (V x J) matmul of exponentials: the d factor is gone from the J x I x V term. Label
+smoothing's mean over V is exact and free: mean_v a_jv + mean_v b_iv - log Z_ij.
+
+The exponentials are shifted by their row maxima (exp(a_jv - max_v a_jv) <= 1). A normaliser or mixture
+entry below :data:`FLOOR` has lost digits to underflow (the two experts disagree on every word); those
+entries are recomputed exactly with a log-sum-exp over V (over j for the mixture), so the result is
+exact whatever the logits. No fairseq import here: the functions take plain tensors.
+"""
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from hmm_nmt.hmm.lexicon import _own_precision
+from hmm_nmt.hmm.precision import accumulation_dtype
+
+
+def _floor(dtype: torch.dtype) -> float:
+    """A sum of shifted exponentials at least this large is exact to about 2^-24 relative (see lexicon.py)."""
+    return torch.finfo(dtype).tiny * 2.0 ** 24
+
+
+def separable_logits(src_feat: Tensor, tgt_feat: Tensor, weight: Tensor, bias: Optional[Tensor]):
+    """(a (B, J, V), b (B, I, V)): the source and target halves of the logits, in the accumulation dtype."""
+    acc = accumulation_dtype(src_feat.dtype)
+    w = weight.to(acc)
+    a = torch.nn.functional.linear(src_feat.to(acc), w, None if bias is None else bias.to(acc))
+    return a, torch.nn.functional.linear(tgt_feat.to(acc), w)
+
+
+def _shifted_exp(x: Tensor) -> Tuple[Tensor, Tensor]:
+    """(exp(x - m), m) with m the row max, detached: log Z does not depend on the shift, nor its gradient."""
+    m = x.detach().amax(-1, keepdim=True)
+    return (x - m).exp(), m
+
+
+def separable_logz(a: Tensor, b: Tensor) -> Tensor:
+    """log Z_ij = log sum_v exp(a_jv + b_iv), (B, I, J), differentiable; exact also where the sum underflows."""
+    ea, ma = _shifted_exp(a)
+    eb, mb = _shifted_exp(b)
+    s = torch.bmm(eb, ea.transpose(1, 2))  # (B, I, J)
+    floor = _floor(s.dtype)
+    # clamped: the log of an underflowed entry must not send inf * 0 = nan into the gradient it no longer gets
+    logz = s.clamp(min=floor).log() + mb + ma.transpose(1, 2)
+    small = s.detach() < floor
+    if bool(small.any()):
+        bb, ii, jj = small.nonzero(as_tuple=True)
+        logz = logz.index_put((bb, ii, jj), torch.logsumexp(a[bb, jj] + b[bb, ii], dim=-1))
+    return logz
+
+
+@_own_precision
+def separable_scores(src_feat: Tensor, tgt_feat: Tensor, weight: Tensor, bias: Optional[Tensor],
+                     target: Tensor) -> Tuple[Tensor, Tensor]:
+    """(log p(e_i | j), mean_v log p(v | j)), both (B, I, J), for every (i, j), differentiable.
+
+    ``src_feat`` (B, J, d) = W5 h_j + b5, ``tgt_feat`` (B, I, d) = W6 s_i, ``target`` (B, I).
+    """
+    a, b = separable_logits(src_feat, tgt_feat, weight, bias)
+    logz = separable_logz(a, b)
+    tgt_len = target.size(1)
+    gold_a = a.gather(2, target[:, None, :].expand(-1, a.size(1), tgt_len)).transpose(1, 2)  # a_j[e_i] (B, I, J)
+    gold_b = b.gather(2, target[:, :, None])  # b_i[e_i] (B, I, 1)
+    mean = a.mean(-1)[:, None, :] + b.mean(-1, keepdim=True) - logz
+    return gold_a + gold_b - logz, mean
+
+
+@torch.no_grad()
+@_own_precision
+def separable_log_mixture(src_feat: Tensor, tgt_feat: Tensor, log_align: Tensor, weight: Tensor,
+                          bias: Optional[Tensor], keep_idx: Optional[Tensor] = None, chunk_rows: int = 1024,
+                          source: Optional[Tuple[Tensor, Tensor, Tensor]] = None,
+                          return_logz: bool = False):
+    """log p(e | e_<i, f) = b_ie + log sum_j p(j | i) exp(a_je) / Z_ij, (B, I, V), without gradients.
+
+    The decoding mixture of :func:`hmm_nmt.hmm.lexicon.log_mixture` for the separable lexicon: one matmul of
+    the weights p(j | i) / Z_ij with the source exponentials. ``keep_idx`` (B, I, K): ``--lexicon-topk``'s
+    kept positions (``log_align`` already renormalised over them). ``source``: (a, exp(a - m), m) of
+    :func:`source_terms`, which incremental decoding computes once per sentence. ``return_logz``: also
+    log Z (B, I, J), the first-order filter's normalisers.
+    """
+    a, ea, ma = source if source is not None else source_terms(src_feat, weight, bias)
+    b = torch.nn.functional.linear(tgt_feat.to(a.dtype), weight.to(a.dtype))
+    logz = separable_logz(a, b)
+    coef = log_align.to(a.dtype) - logz + ma.transpose(1, 2)  # log of p(j | i) / Z_ij * exp(m_j)
+    if keep_idx is not None:
+        coef = coef.gather(-1, keep_idx)
+    peak = coef.amax(-1, keepdim=True).clamp(min=torch.finfo(a.dtype).min)  # (B, I, 1)
+    w = (coef - peak).exp()
+    if keep_idx is None:
+        mix = torch.bmm(w, ea)  # (B, I, V)
+    else:  # each (b, i) mixes its own K rows: chunks of target positions bound the (B, i, K, V) gather
+        mix = b.new_empty(b.shape)
+        batch = torch.arange(a.size(0), device=a.device)[:, None, None]
+        step = max(1, chunk_rows // max(1, a.size(0) * keep_idx.size(-1)))
+        for s in range(0, b.size(1), step):
+            rows = ea[batch, keep_idx[:, s:s + step]]  # (B, i, K, V)
+            mix[:, s:s + step] = torch.einsum("bik,bikv->biv", w[:, s:s + step], rows)
+    out = mix.clamp(min=_floor(mix.dtype)).log_().add_(peak).add_(b)
+    small = mix < _floor(mix.dtype)
+    if bool(small.any()):  # every weighted source row is far below its own max at this word: exact over j
+        bb, ii, vv = small.nonzero(as_tuple=True)
+        rows = a[bb, :, vv] if keep_idx is None else a[bb[:, None], keep_idx[bb, ii], vv[:, None]]
+        cols = coef[bb, ii] - ma.transpose(1, 2)[bb, 0] if keep_idx is None else \
+            coef[bb, ii] - ma[bb[:, None], keep_idx[bb, ii], 0]
+        out[bb, ii, vv] = torch.logsumexp(rows + cols, dim=-1) + b[bb, ii, vv]
+    return (out, logz) if return_logz else out
+
+
+def source_terms(src_feat: Tensor, weight: Tensor, bias: Optional[Tensor] = None):
+    """(a (B, J, V), exp(a - m), m (B, J, 1)) of the source positions: what decoding keeps per sentence."""
+    acc = accumulation_dtype(src_feat.dtype)
+    a = torch.nn.functional.linear(src_feat.to(acc), weight.to(acc), None if bias is None else bias.to(acc))
+    ea, ma = _shifted_exp(a)
+    return a, ea, ma
+
+
+def reference_separable_log_probs(src_feat: Tensor, tgt_feat: Tensor, weight: Tensor,
+                                  bias: Optional[Tensor]) -> Tensor:
+    """log p(v | j, i) (B, I, J, V), materialised (plain log_softmax): for tests."""
+    acc = accumulation_dtype(src_feat.dtype)
+    hidden = src_feat.to(acc)[:, None, :, :] + tgt_feat.to(acc)[:, :, None, :]
+    logits = torch.nn.functional.linear(hidden, weight.to(acc), None if bias is None else bias.to(acc))
+    return torch.log_softmax(logits, dim=-1)

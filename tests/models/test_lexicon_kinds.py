@@ -1,0 +1,234 @@
+"""transformer_dhmm with the cheaper lexicons (--lexicon class, --lexicon separable): each is a distribution,
+the DP over it is exact, its kernels' gradients equal autograd through the materialised lexicon, and decoding
+(incremental, beam search, posteriors) agrees with the training forward. Both orders, with and without
+--lexicon-topk."""
+import itertools
+import math
+
+import pytest
+import torch
+from dhmm_testlib import batch, build, check_incremental_equals_full_with_beam_reordering, zipf_dict
+from fairseq.sequence_generator import SequenceGenerator
+
+from hmm_nmt.criterions.dhmm_label_smoothed_cross_entropy import dhmm_loss
+from hmm_nmt.hmm import direct
+from hmm_nmt.hmm.class_lexicon import class_log_probs
+from hmm_nmt.hmm.separable_lexicon import reference_separable_log_probs
+
+F64 = torch.float64
+ORDERS = [("transformer_dhmm", 0), ("transformer_dhmm_first_order", 1)]
+KINDS = ["class", "separable"]
+
+
+def build_kind(kind, arch, extra=(), **kw):
+    flags = ["--lexicon", kind] + (["--lexicon-classes", "4"] if kind == "class" else [])
+    return build(arch, dictionary=zipf_dict(), extra=flags + list(extra), **kw)
+
+
+def full_lexicon(m, x, extra):
+    """log p(v | j) (B, I, J, V) of the model's lexicon, materialised by plain autograd ops."""
+    dec = m.decoder
+    src_feat, tgt_feat = dec.lexicon_features(x, extra["encoder_out"])
+    weight, bias = dec.output_weight_bias()
+    if dec.lexicon_kind == "separable":
+        return reference_separable_log_probs(src_feat, tgt_feat, weight, bias)
+    hidden = torch.relu(src_feat[:, None] + tgt_feat[:, :, None])
+    return class_log_probs(hidden, dec.lex_class_proj.weight, dec.lex_class_proj.bias, weight, bias,
+                           dec.class_layout())
+
+
+def gold_of(lex, target):
+    return lex.gather(-1, target[:, :, None, None].expand(-1, -1, lex.size(2), 1)).squeeze(-1)
+
+
+@pytest.fixture(scope="module", params=[(k, a, o, t) for k in KINDS for a, o in ORDERS for t in (0, 2)],
+                ids=[f"{k}-order{o}{'-topk2' if t else ''}" for k in KINDS for _, o in ORDERS for t in (0, 2)])
+def model(request):
+    kind, arch, order, topk = request.param
+    m, d = build_kind(kind, arch, extra=["--lexicon-topk", str(topk)] if topk else [])
+    m.double().eval()
+    assert m.decoder.alignment_order == order and m.decoder.lexicon_kind == kind
+    return m, d
+
+
+def test_lexicon_sums_to_one_over_the_vocabulary(model):
+    m, d = model
+    src, lens, prev, _ = batch(d)
+    x, extra = m(src, lens, prev, features_only=True)
+    lex = full_lexicon(m, x, extra)
+    assert lex.dtype == F64
+    torch.testing.assert_close(lex.exp().sum(-1), torch.ones(lex.shape[:-1], dtype=F64))
+
+
+def test_mixture_is_a_distribution(model):
+    m, d = model
+    src, lens, prev, _ = batch(d)
+    log_probs, extra = m(src, lens, prev)
+    torch.testing.assert_close(log_probs.exp().sum(-1), torch.ones(prev.shape, dtype=F64))
+
+
+def brute_force_loglik(m, src, lens, prev, target):
+    """log p(E | F) summed over every alignment sequence of the real source positions, from the materialised
+    lexicon (zero order: p(j | i); first order: p(j | j') from the model's transition tables)."""
+    x, extra = m(src, lens, prev, features_only=True)
+    gold = gold_of(full_lexicon(m, x, extra), target)
+    first = m.decoder.first_order is not None
+    out = []
+    for b in range(src.size(0)):
+        real = (~extra["src_pad"][b]).nonzero().squeeze(1).tolist()
+        n_tgt = int(target[b].ne(m.decoder.padding_idx).sum())
+        total = 0.0
+        for align in itertools.product(real, repeat=n_tgt):
+            lp = 0.0
+            for i, j in enumerate(align):
+                if not first:
+                    lp += extra["log_align"][b, i, j].item()
+                elif i == 0:
+                    lp += extra["log_init"][b, 0, j].item()
+                else:
+                    lp += extra["log_trans"][b, i, align[i - 1], j].item()
+                lp += gold[b, i, j].item()
+            total += math.exp(lp)
+        out.append(math.log(total))
+    return torch.tensor(out, dtype=F64)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("arch", [a for a, _ in ORDERS])
+def test_dp_likelihood_equals_brute_force_over_alignments(kind, arch):
+    m, d = build_kind(kind, arch)
+    m.double().eval()
+    src, lens, prev, target = batch(d)
+    prev, target = prev[:, :4], target[:, :4]  # 4^4 + 2^2 alignment sequences
+    loss, _, _ = dhmm_loss(m, m(src, lens, prev, features_only=True), target, 0.0)
+    torch.testing.assert_close(-loss, brute_force_loglik(m, src, lens, prev, target).sum())
+
+
+def test_criterion_eps0_equals_nll_of_the_mixture(model):
+    m, d = model
+    src, lens, prev, target = batch(d)
+    log_probs, _ = m(src, lens, prev)
+    tgt_mask = target.ne(d.pad())
+    brute = -log_probs.gather(-1, target[..., None]).squeeze(-1)[tgt_mask].sum()
+    loss, nll, _ = dhmm_loss(m, m(src, lens, prev, features_only=True), target, 0.0)
+    torch.testing.assert_close(loss, brute)  # with --lexicon-topk: the pruned model decoding uses
+    if not m.decoder.lexicon_topk:
+        torch.testing.assert_close(nll, brute)
+
+
+def test_separable_label_smoothing_is_the_mean_over_the_whole_vocabulary():
+    m, d = build_kind("separable", "transformer_dhmm")
+    m.double().eval()
+    src, lens, prev, target = batch(d)
+    eps = 0.1
+    x, extra = m(src, lens, prev, features_only=True)
+    lex = full_lexicon(m, x, extra)
+    gold = gold_of(lex, target)
+    tgt_mask = target.ne(d.pad())
+    align = m.decoder.alignment_potentials(extra, None)
+    expected = -direct.log_likelihood((1 - eps) * gold + eps * lex.mean(-1), tgt_mask, **align).sum()
+    loss, nll, _ = dhmm_loss(m, (x, extra), target, eps)
+    torch.testing.assert_close(loss, expected)
+    torch.testing.assert_close(nll, -direct.log_likelihood(gold, tgt_mask, **align).sum())
+    assert (loss - nll).abs() > 1e-3
+
+
+def test_chunked_equals_unchunked_values_and_gradients(model):
+    m, d = model
+    src, lens, prev, target = batch(d)
+    results = []
+    for chunk in (1, 3, 10 ** 6):
+        m.zero_grad()
+        m.decoder.lexicon_chunk_size = chunk
+        loss, _, _ = dhmm_loss(m, m(src, lens, prev, features_only=True), target, 0.1)
+        loss.backward()
+        results.append((loss.detach(), [p.grad.clone() for p in m.parameters() if p.grad is not None]))
+    m.decoder.lexicon_chunk_size = 1024
+    assert m.decoder.output_weight_bias()[0].grad.abs().max() > 0
+    for loss, grads in results[1:]:
+        torch.testing.assert_close(loss, results[0][0])
+        assert len(grads) == len(results[0][1])
+        for a, b in zip(grads, results[0][1]):
+            torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("arch", [a for a, _ in ORDERS])
+def test_kernel_gradients_equal_the_materialised_lexicon(kind, arch):
+    """The kernel's loss and every parameter gradient equal plain autograd through (B, I, J, V)
+    (the exact lexicon: with --lexicon-topk there is no materialised reference)."""
+    m, d = build_kind(kind, arch)
+    m.double().eval()
+    src, lens, prev, target = batch(d)
+    grads = []
+    for materialise in (False, True):
+        m.zero_grad()
+        x, extra = m(src, lens, prev, features_only=True)
+        tgt_mask = target.ne(d.pad())
+        if materialise:
+            gold = gold_of(full_lexicon(m, x, extra), target)
+            loss = -direct.log_likelihood(gold, tgt_mask, **m.decoder.alignment_potentials(extra, None)).sum()
+        else:
+            loss, _, _ = dhmm_loss(m, (x, extra), target, 0.0)
+        loss.backward()
+        grads.append([p.grad.clone() for p in m.parameters() if p.grad is not None])
+    assert len(grads[0]) == len(grads[1])
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b)
+
+
+def test_incremental_decoding_equals_full_forward_with_beam_reordering(model):
+    check_incremental_equals_full_with_beam_reordering(*model)
+
+
+def test_beam_hypothesis_score_equals_forward_likelihood(model):
+    m, d = model
+    src, lens, _, _ = batch(d)
+    gen = SequenceGenerator([m], d, beam_size=3, max_len_b=6)
+    hypos = gen.generate([m], {"net_input": {"src_tokens": src, "src_lengths": lens}})
+    for b, hyps in enumerate(hypos):
+        for hyp in hyps:
+            tokens = hyp["tokens"]
+            prev = torch.cat([tokens.new_tensor([d.eos()]), tokens[:-1]])[None]
+            loss, _, _ = dhmm_loss(m, m(src[b:b + 1], lens[b:b + 1], prev, features_only=True), tokens[None], 0.0)
+            torch.testing.assert_close(-loss.float(), hyp["positional_scores"].sum(), atol=1e-4, rtol=1e-5)
+
+
+def test_posteriors_autograd_equal_explicit(model):
+    m, d = model
+    src, lens, prev, target = batch(d)
+    auto = m.alignment_posteriors(src, lens, prev, target, method="autograd")
+    explicit = m.alignment_posteriors(src, lens, prev, target, method="explicit")
+    torch.testing.assert_close(auto, explicit)
+    torch.testing.assert_close(auto.sum(-1), target.ne(d.pad()).to(F64))
+
+
+@pytest.mark.slow
+def test_gradcheck_float64_through_the_separable_lexicon_and_dp():
+    for arch, _ in ORDERS:
+        m, d = build_kind("separable", arch, dim=4, layers=1, heads=1)
+        m = m.double().eval()
+        src, lens, prev, target = batch(d)
+        x, extra = m(src, lens, prev, features_only=True)
+        tgt_mask = target.ne(d.pad())
+        row_mask = m.decoder.lexicon_rows(extra, tgt_mask)
+        align = {k: v.detach() for k, v in m.decoder.alignment_potentials(extra, row_mask).items()}
+
+        def f(x, h):
+            gold, mean = m.decoder.lexicon_scores(x, dict(extra, encoder_out=h), target, row_mask)
+            return direct.log_likelihood(0.9 * gold + 0.1 * mean, tgt_mask, **align)
+
+        assert torch.autograd.gradcheck(f, (x.detach().requires_grad_(), extra["encoder_out"].detach().requires_grad_()))
+
+
+def test_separable_has_the_softmax_lexicons_parameters():
+    """The separable lexicon is the softmax lexicon's own parameters without the ReLU: a state dict moves
+    between the two, and its mixture differs (the ReLU is gone)."""
+    soft, d = build("transformer_dhmm", dictionary=zipf_dict())
+    sep, _ = build_kind("separable", "transformer_dhmm")
+    assert soft.state_dict().keys() == sep.state_dict().keys()
+    sep.load_state_dict(soft.state_dict())
+    soft.double().eval()
+    sep.double().eval()
+    src, lens, prev, _ = batch(d)
+    assert not torch.allclose(soft(src, lens, prev)[0], sep(src, lens, prev)[0])
