@@ -34,6 +34,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from typing import List, Optional, Sequence, Tuple
 
 from hmm_nmt_align.base.atomic import atomic_output, atomic_write
@@ -313,30 +314,29 @@ ALIGN_CHUNK = 20000  # pairs aligned at a time: memory stays bounded whatever th
 
 
 def _align_chunk(fwd, rev, opts, src, tgt, segmenter, decision, threshold) -> Tuple[dict, List[Tuple[int, str]]]:
-    """Links of one slice of lines, merged and per direction (as asked), and its too-long lines."""
+    """Links of one slice of lines, merged and per direction (as asked), and its too-long lines: one pass of
+    each model, the two directions side by side when there are threads for both."""
     from hmm_nmt_align.base.links import LinkOptions
 
     from .raw_text import align_text
 
-    out, errors = {}, []
+    both = bool(opts.output or opts.rev)
+    links, _, errors = align_text(*fwd, src, tgt, segmenter, ["posterior"],
+                                  LinkOptions(decision, threshold, False, opts.symmetrize if both else None,
+                                              DEFAULT_POOL),
+                                  batch_size=64, max_tokens=opts.align_max_tokens, rev=rev if both else None,
+                                  scores=bool(opts.scores), directional=both and bool(opts.fwd or opts.rev),
+                                  parallel=opts.parallel_align)
+    out = {}
     if opts.output:
-        links, _, errors = align_text(*fwd, src, tgt, segmenter, ["posterior"],
-                                      LinkOptions(decision, threshold, False, opts.symmetrize, DEFAULT_POOL),
-                                      batch_size=64, max_tokens=opts.align_max_tokens, rev=rev,
-                                      scores=bool(opts.scores))
         sents = [sorted(sent) for sent in links["posterior"]]
         out["output"] = [[(i, j) for i, j, *_ in sent] for sent in sents]
         if opts.scores:
             out["scores"] = [[p for _, _, p in sent] for sent in sents]
-    one = LinkOptions(decision, threshold, False, None, DEFAULT_POOL)
     if opts.fwd:
-        links, _, e = align_text(*fwd, src, tgt, segmenter, ["posterior"], one, batch_size=64,
-                                 max_tokens=opts.align_max_tokens)
-        out["fwd"], errors = links["posterior"], errors or e
+        out["fwd"] = links["fwd:posterior" if both else "posterior"]
     if opts.rev:
-        links, _, e = align_text(*rev, tgt, src, segmenter, ["posterior"], one, batch_size=64,
-                                 max_tokens=opts.align_max_tokens)
-        out["rev"], errors = [[(j, i) for i, j in sent] for sent in links["posterior"]], errors or e
+        out["rev"] = links["rev:posterior"]
     return out, errors
 
 
@@ -352,8 +352,12 @@ def align(md: ModelDir, opts, src, tgt) -> List[Tuple[int, str]]:
 
     from .loading import load_model
 
-    torch.set_num_threads(max(1, opts.threads))
+    # two threads or more: the two directions side by side, as in training
+    opts.parallel_align = opts.threads >= 2 and bool(opts.output or opts.rev)
+    torch.set_num_threads(max(1, opts.threads // 2) if opts.parallel_align else max(1, opts.threads))
     logging.getLogger("fairseq").setLevel(logging.WARNING)  # its per-model dictionary lines
+    # torch's deprecation note on fairseq's attention masks, once per model: not the user's business
+    warnings.filterwarnings("ignore", message="Support for mismatched key_padding_mask and attn_mask")
     decision, threshold = parse_decision(opts.links)
     segmenter = load_segmenter(md.file("codes"), None)
     fwd = load_model(md.file("fwd", "checkpoint_last.pt"), md.file("bin"), opts.cpu)
@@ -431,8 +435,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--ffn-dim", type=positive, default=512)
     m.add_argument("--layers", type=positive, default=2, help="encoder and decoder layers (default 2)")
     m.add_argument("--heads", type=positive, default=4)
-    m.add_argument("--lexicon", choices=["softmax", "class"], default="softmax",
-                   help="the lexicon p(e | j): softmax over the vocabulary, or class-factored (cheaper per update)")
+    m.add_argument("--lexicon", choices=["softmax", "class", "separable"], default="softmax",
+                   help="the lexicon p(e | j): softmax over the vocabulary, class-factored, or separable (the softmax "
+                        "without its ReLU; both cheaper per update)")
     m.add_argument("--max-tokens", type=positive, default=2048, help="tokens per training batch")
     m.add_argument("--lr", type=float, default=2e-3)
     m.add_argument("--warmup-updates", type=positive, default=200)

@@ -60,12 +60,14 @@ def check_max_tokens(pairs, keep: Sequence[int], max_tokens: Optional[int], path
 def align_text(model, task, src_lines: Sequence[Sequence[str]], tgt_lines: Sequence[Sequence[str]], segmenter,
                methods: Sequence[str], opts: Optional[LinkOptions] = None, layers: Optional[Sequence[int]] = None,
                batch_size: Optional[int] = 32, max_tokens: Optional[int] = None, progress: bool = False, rev=None,
-               path: Optional[str] = None, scores: bool = False):
+               path: Optional[str] = None, scores: bool = False, directional: bool = False,
+               parallel: bool = False):
     """Word links of word-tokenised sentence pairs, in input order.
 
     Returns ``({method: [links per line]}, stats, errors)``: a line with an empty side gets ``[]``; a line
     too long for a model gets ``[]`` and an entry ``(index, reason)`` in ``errors`` (the rest is aligned).
-    With ``scores`` each link is ``(source word, target word, confidence)``.
+    With ``scores`` each link is ``(source word, target word, confidence)``. ``directional`` and
+    ``parallel`` (with ``rev``): see :func:`hmm_nmt.aligner.pairs.align_encoded`.
     """
     pairs = [encode_pair(s, t, segmenter, task.source_dictionary, task.target_dictionary)
              for s, t in zip(src_lines, tgt_lines)]
@@ -83,8 +85,9 @@ def align_text(model, task, src_lines: Sequence[Sequence[str]], tgt_lines: Seque
     if rev_pairs is not None:
         check_max_tokens(rev_pairs, keep, max_tokens, path)
     by_method = align_encoded(model, task, pairs, keep, methods, opts, layers, batch_size, max_tokens, progress,
-                              rev, rev_pairs, desc="aligning", scores=scores)
-    result = {m: [by_method[m].get(k, []) for k in range(len(pairs))] for m in methods}
+                              rev, rev_pairs, desc="aligning", scores=scores, directional=directional,
+                              parallel=parallel)
+    result = {m: [links.get(k, []) for k in range(len(pairs))] for m, links in by_method.items()}
     stats = {"sentences": len(pairs), "empty": len(empty), "links": sum(len(v) for v in result[methods[0]]),
              "unk": sum(p.unk for p in pairs), "too_long": len(bad)}
     # pieces without EOS, and how many are <unk>, per side (hmm-nmt-align warns when a side is mostly unknown)

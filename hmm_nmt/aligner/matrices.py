@@ -14,7 +14,7 @@ cross-attention weights averaged over all heads of the chosen decoder layers (1-
 the baseline of Wang et al. 2021 following Garg et al. 2019). Row i belongs to the reference token e_i.
 """
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -189,10 +189,12 @@ def _links(fwd, so, to, opts: LinkOptions, rev, eos_s: bool, eos_t: bool, scores
 
 def links_by_method(items: Iterator[SentenceMatrices], methods: Sequence[str], owners, opts: LinkOptions,
                     rev_items: Optional[Iterator[SentenceMatrices]] = None,
-                    scores: bool = False) -> Dict[str, Dict[int, list]]:
+                    scores: bool = False, directional: bool = False) -> Dict[str, Dict[int, list]]:
     """{method: {sentence id: word links}}; ``owners(item) -> (src_owner, tgt_owner, eos_s, eos_t)``.
 
     With ``scores`` each link is ``(source word, target word, confidence)`` (:func:`link_scores`).
+    ``directional`` (with ``rev_items``) adds ``"fwd:" + method`` and ``"rev:" + method``: each direction's
+    own links (``opts`` without the merge; the reverse ones written source-target), from the same matrices.
 
     Without a reverse direction the matrices are consumed as they come; with one, the forward matrices of
     the real tokens are kept until the reverse model reaches the same sentence.
@@ -204,6 +206,9 @@ def links_by_method(items: Iterator[SentenceMatrices], methods: Sequence[str], o
             for m in methods:
                 out[m][it.id] = _links(it.matrices[m], so, to, opts, None, eos_s, eos_t, scores)
         return out
+    one = replace(opts, symmetrize=None)
+    if directional:
+        out.update({f"{d}:{m}": {} for d in ("fwd", "rev") for m in methods})
     fwd = {it.id: it for it in items}
     for r in rev_items:
         it = fwd.pop(r.id)
@@ -214,6 +219,10 @@ def links_by_method(items: Iterator[SentenceMatrices], methods: Sequence[str], o
                 f"tokens, the forward model {len(it.src_tokens)} / {len(it.tgt_tokens)}: not the same segmentation")
         for m in methods:
             out[m][r.id] = _links(it.matrices[m], so, to, opts, r.matrices[m], eos_s, eos_t, scores)
+            if directional:
+                out[f"fwd:{m}"][r.id] = sentence_word_links(it.matrices[m], so, to, one, None, eos_s, eos_t)
+                out[f"rev:{m}"][r.id] = [(s, t) for t, s in
+                                         sentence_word_links(r.matrices[m], to, so, one, None, eos_t, eos_s)]
     assert not fwd, f"the reverse model skipped sentences {sorted(fwd)[:5]}"
     return out
 

@@ -5,6 +5,7 @@ before the pieces meet the dictionary; the pieces are binarized with the model's
 ``LanguagePairDataset`` and aligned by :mod:`hmm_nmt.aligner.matrices`. Used by the hub's ``align`` and
 ``translate(..., alignment=True)`` and by the raw-text path of ``hmm-nmt-align``.
 """
+import concurrent.futures
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
@@ -70,11 +71,15 @@ def align_encoded(model, task, pairs: Sequence[EncodedPair], keep: Sequence[int]
                   opts: Optional[LinkOptions] = None, layers: Optional[Sequence[int]] = None,
                   batch_size: Optional[int] = 32, max_tokens: Optional[int] = None, progress: bool = False,
                   rev=None, rev_pairs: Optional[Sequence[EncodedPair]] = None,
-                  desc: str = "aligning", scores: bool = False) -> Dict[str, Dict[int, list]]:
+                  desc: str = "aligning", scores: bool = False, directional: bool = False,
+                  parallel: bool = False) -> Dict[str, Dict[int, list]]:
     """{method: {index: word links}} for the pairs ``keep`` (indices into ``pairs``).
 
     ``rev = (model, task)`` and ``rev_pairs`` (the same sentences encoded target-to-source for it) add the
-    reverse direction for ``opts.symmetrize``; ``scores`` makes each link ``(source, target, confidence)``.
+    reverse direction for ``opts.symmetrize``; ``scores`` makes each link ``(source, target, confidence)``;
+    ``directional`` adds each direction's own links (:func:`links_by_method`). ``parallel``: the two
+    directions' matrices are computed at the same time in two threads (torch releases the GIL in its ops),
+    each with the calling thread's torch thread count; their matrices are then held until both are done.
     """
     opts = opts or LinkOptions()
     items = dataset_matrices(model, pair_dataset(pairs, task), task.source_dictionary, task.target_dictionary,
@@ -84,8 +89,23 @@ def align_encoded(model, task, pairs: Sequence[EncodedPair], keep: Sequence[int]
         rm, rt = rev
         rev_items = dataset_matrices(rm, pair_dataset(rev_pairs, rt), rt.source_dictionary, rt.target_dictionary,
                                      keep, methods, layers, False, batch_size, max_tokens, progress, desc + " (reverse)")
+        if parallel:
+            items, rev_items = _both_at_once(items, rev_items)
 
     def owners(it):
         return pairs[it.id].src_owner, pairs[it.id].tgt_owner, True, True
 
-    return links_by_method(items, methods, owners, opts, rev_items, scores)
+    return links_by_method(items, methods, owners, opts, rev_items, scores, directional)
+
+
+def _both_at_once(items, rev_items):
+    """Both generators run to the end side by side; an error in either is raised here."""
+    threads = torch.get_num_threads()
+
+    def run(gen):
+        torch.set_num_threads(threads)  # the worker thread's own intra-op setting
+        return list(gen)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        futures = [pool.submit(run, items), pool.submit(run, rev_items)]
+        return futures[0].result(), futures[1].result()

@@ -109,15 +109,35 @@ def test_a_model_dir_from_before_the_lexicon_option_is_reused_as_softmax(made, t
 
 
 @pytest.mark.slow
-def test_the_class_lexicon_trains_and_aligns(made, tmp_path):
+@pytest.mark.parametrize("direction", ["fwd", "rev"])
+def test_each_direction_alone_equals_that_model_aligning_on_its_own(made, tmp_path, direction):
+    """-f and -r come from the same pass as -o (both directions side by side): each equals hmm-nmt-align
+    with that one checkpoint, the reverse one run target-to-source and written source-target."""
+    work, _, _, _ = made
+    m = work / "m"
+    src, tgt = (work / "c.src", work / "c.tgt") if direction == "fwd" else (work / "c.tgt", work / "c.src")
+    p = _extract(tmp_path, "--path", str(m / direction / "checkpoint_last.pt"), "--data", str(m / "bin"),
+                 "--bpe-codes", str(m / "codes"), "--src-text", str(src), "--tgt-text", str(tgt), "--method",
+                 "posterior", "--links", "threshold:0.1", "--pool", "words", "-o", "one.align", "--no-progress")
+    assert p.returncode == 0, p.stderr[-2000:]
+    alone = _links(tmp_path / "one.align")
+    if direction == "rev":
+        alone = [sorted((i, j) for j, i in sent) for sent in alone]
+    assert alone == [sorted(sent) for sent in _links(work / f"c.{direction}")]
+    assert sum(map(len, alone)) > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lexicon", ["class", "separable"])
+def test_the_cheaper_lexicons_train_and_align(made, tmp_path, lexicon):
     work, src, _, _ = made
     p = run(work, "-s", "c.src", "-t", "c.tgt", "--model-dir", str(tmp_path / "m"), "-o", str(tmp_path / "c.align"),
-            *TINY, "--lexicon", "class")
+            *TINY, "--lexicon", lexicon)
     assert p.returncode == 0, p.stderr[-2000:]
     import torch
 
     ckpt = torch.load(tmp_path / "m" / "rev" / "checkpoint_last.pt", map_location="cpu", weights_only=False)
-    assert ckpt["cfg"]["model"].lexicon == "class"
+    assert ckpt["cfg"]["model"].lexicon == lexicon
     links = _links(tmp_path / "c.align")
     assert len(links) == len(src) and links[3] == [] and sum(map(len, links)) > 0
 
