@@ -45,9 +45,12 @@ def _shifted_exp(x: Tensor) -> Tuple[Tensor, Tensor]:
     return (x - m).exp(), m
 
 
-def separable_logz(a: Tensor, b: Tensor) -> Tensor:
-    """log Z_ij = log sum_v exp(a_jv + b_iv), (B, I, J), differentiable; exact also where the sum underflows."""
-    ea, ma = _shifted_exp(a)
+def separable_logz(a: Tensor, b: Tensor, source_exp: Optional[Tuple[Tensor, Tensor]] = None) -> Tensor:
+    """log Z_ij = log sum_v exp(a_jv + b_iv), (B, I, J), differentiable; exact also where the sum underflows.
+
+    ``source_exp``: (exp(a - m), m) when the caller has them (decoding keeps them per sentence).
+    """
+    ea, ma = source_exp if source_exp is not None else _shifted_exp(a)
     eb, mb = _shifted_exp(b)
     s = torch.bmm(eb, ea.transpose(1, 2))  # (B, I, J)
     floor = _floor(s.dtype)
@@ -92,7 +95,7 @@ def separable_log_mixture(src_feat: Tensor, tgt_feat: Tensor, log_align: Tensor,
     """
     a, ea, ma = source if source is not None else source_terms(src_feat, weight, bias)
     b = torch.nn.functional.linear(tgt_feat.to(a.dtype), weight.to(a.dtype))
-    logz = separable_logz(a, b)
+    logz = separable_logz(a, b, (ea, ma))
     coef = log_align.to(a.dtype) - logz + ma.transpose(1, 2)  # log of p(j | i) / Z_ij * exp(m_j)
     if keep_idx is not None:
         coef = coef.gather(-1, keep_idx)
