@@ -45,21 +45,40 @@ def _shifted_exp(x: Tensor) -> Tuple[Tensor, Tensor]:
     return (x - m).exp(), m
 
 
-def separable_logz(a: Tensor, b: Tensor, source_exp: Optional[Tuple[Tensor, Tensor]] = None) -> Tensor:
+def _grouped_bmm(x: Tensor, y: Tensor, owner: Optional[Tensor]) -> Tensor:
+    """bmm(x, y[owner]) (B, I, N) for x (B, I, K) and y (U, K, N), without gathering y when every row of y serves
+    the same number of rows of x (the beams of one sentence): one (beam x I, K) by (K, N) product per row of y."""
+    if owner is None:
+        return torch.bmm(x, y)
+    counts = torch.bincount(owner, minlength=y.size(0))
+    k = int(counts[0]) if counts.numel() else 0
+    if counts.numel() != y.size(0) or k == 0 or not bool((counts == k).all()):
+        return torch.bmm(x, y[owner])
+    order = torch.argsort(owner, stable=True)
+    rows, tgt_len, inner = x.shape
+    out = torch.bmm(x[order].reshape(y.size(0), k * tgt_len, inner), y).view(rows, tgt_len, -1)
+    return out.new_empty(out.shape).index_copy_(0, order, out)
+
+
+def separable_logz(a: Tensor, b: Tensor, source_exp: Optional[Tuple[Tensor, Tensor]] = None,
+                   owner: Optional[Tensor] = None) -> Tensor:
     """log Z_ij = log sum_v exp(a_jv + b_iv), (B, I, J), differentiable; exact also where the sum underflows.
 
-    ``source_exp``: (exp(a - m), m) when the caller has them (decoding keeps them per sentence).
+    ``source_exp``: (exp(a - m), m) when the caller has them (decoding keeps them per sentence). ``owner`` (B,):
+    ``a`` holds one row per distinct source and ``owner[r]`` is row r's (decoding: the beams share theirs).
     """
     ea, ma = source_exp if source_exp is not None else _shifted_exp(a)
     eb, mb = _shifted_exp(b)
-    s = torch.bmm(eb, ea.transpose(1, 2))  # (B, I, J)
+    s = _grouped_bmm(eb, ea.transpose(1, 2), owner)  # (B, I, J)
     floor = _floor(s.dtype)
+    ma_t = ma.transpose(1, 2) if owner is None else ma.transpose(1, 2)[owner]
     # clamped: the log of an underflowed entry must not send inf * 0 = nan into the gradient it no longer gets
-    logz = s.clamp(min=floor).log() + mb + ma.transpose(1, 2)
+    logz = s.clamp(min=floor).log() + mb + ma_t
     small = s.detach() < floor
     if bool(small.any()):
         bb, ii, jj = small.nonzero(as_tuple=True)
-        logz = logz.index_put((bb, ii, jj), torch.logsumexp(a[bb, jj] + b[bb, ii], dim=-1))
+        src_rows = bb if owner is None else owner[bb]
+        logz = logz.index_put((bb, ii, jj), torch.logsumexp(a[src_rows, jj] + b[bb, ii], dim=-1))
     return logz
 
 
@@ -84,25 +103,29 @@ def separable_scores(src_feat: Tensor, tgt_feat: Tensor, weight: Tensor, bias: O
 def separable_log_mixture(src_feat: Tensor, tgt_feat: Tensor, log_align: Tensor, weight: Tensor,
                           bias: Optional[Tensor], keep_idx: Optional[Tensor] = None, chunk_rows: int = 1024,
                           source: Optional[Tuple[Tensor, Tensor, Tensor]] = None,
-                          return_logz: bool = False):
+                          return_logz: bool = False, owner: Optional[Tensor] = None):
     """log p(e | e_<i, f) = b_ie + log sum_j p(j | i) exp(a_je) / Z_ij, (B, I, V), without gradients.
 
     The decoding mixture of :func:`hmm_nmt.hmm.lexicon.log_mixture` for the separable lexicon: one matmul of
     the weights p(j | i) / Z_ij with the source exponentials. ``keep_idx`` (B, I, K): ``--lexicon-topk``'s
     kept positions (``log_align`` already renormalised over them). ``source``: (a, exp(a - m), m) of
-    :func:`source_terms`, which incremental decoding computes once per sentence. ``return_logz``: also
-    log Z (B, I, J), the first-order filter's normalisers.
+    :func:`source_terms`, which incremental decoding computes once per sentence. ``owner`` (B,): ``source``
+    holds one row per distinct source sentence and ``owner[r]`` is hypothesis r's (:func:`_grouped_bmm`).
+    ``return_logz``: also log Z (B, I, J), the first-order filter's normalisers.
     """
     a, ea, ma = source if source is not None else source_terms(src_feat, weight, bias)
     b = torch.nn.functional.linear(tgt_feat.to(a.dtype), weight.to(a.dtype))
-    logz = separable_logz(a, b, (ea, ma))
-    coef = log_align.to(a.dtype) - logz + ma.transpose(1, 2)  # log of p(j | i) / Z_ij * exp(m_j)
+    logz = separable_logz(a, b, (ea, ma), owner)
+    if owner is not None and keep_idx is not None:  # the kept rows differ per hypothesis: gather them
+        a, ea, ma, owner = a[owner], ea[owner], ma[owner], None
+    ma_t = ma.transpose(1, 2) if owner is None else ma.transpose(1, 2)[owner]
+    coef = log_align.to(a.dtype) - logz + ma_t  # log of p(j | i) / Z_ij * exp(m_j)
     if keep_idx is not None:
         coef = coef.gather(-1, keep_idx)
     peak = coef.amax(-1, keepdim=True).clamp(min=torch.finfo(a.dtype).min)  # (B, I, 1)
     w = (coef - peak).exp()
     if keep_idx is None:
-        mix = torch.bmm(w, ea)  # (B, I, V)
+        mix = _grouped_bmm(w, ea, owner)  # (B, I, V)
     else:  # each (b, i) mixes its own K rows: chunks of target positions bound the (B, i, K, V) gather
         mix = b.new_empty(b.shape)
         batch = torch.arange(a.size(0), device=a.device)[:, None, None]
@@ -114,8 +137,9 @@ def separable_log_mixture(src_feat: Tensor, tgt_feat: Tensor, log_align: Tensor,
     small = mix < _floor(mix.dtype)
     if bool(small.any()):  # every weighted source row is far below its own max at this word: exact over j
         bb, ii, vv = small.nonzero(as_tuple=True)
-        rows = a[bb, :, vv] if keep_idx is None else a[bb[:, None], keep_idx[bb, ii], vv[:, None]]
-        cols = coef[bb, ii] - ma.transpose(1, 2)[bb, 0] if keep_idx is None else \
+        src_rows = bb if owner is None else owner[bb]
+        rows = a[src_rows, :, vv] if keep_idx is None else a[bb[:, None], keep_idx[bb, ii], vv[:, None]]
+        cols = coef[bb, ii] - ma.transpose(1, 2)[src_rows, 0] if keep_idx is None else \
             coef[bb, ii] - ma[bb[:, None], keep_idx[bb, ii], 0]
         out[bb, ii, vv] = torch.logsumexp(rows + cols, dim=-1) + b[bb, ii, vv]
     return (out, logz) if return_logz else out

@@ -168,15 +168,23 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
         return self._lexicon_source_cache(h, incremental_state)["lex"]
 
     def _lexicon_source_cache(self, h: Tensor, incremental_state=None) -> Dict[str, Tensor]:
-        """The per-sentence lexicon terms; ``--lexicon separable`` decoding adds the source logits
-        (:func:`~hmm_nmt.hmm.separable_lexicon.source_terms`), the same for every step."""
-        def compute():
-            src = self.lex_src_proj(h)
-            out = {"lex": src}
-            if self.lexicon_kind == "separable" and incremental_state is not None:
-                out["sep_a"], out["sep_ea"], out["sep_ma"] = source_terms(src, *self.output_weight_bias())
-            return out
-        return self._source_cache(incremental_state, compute)
+        """The per-sentence lexicon terms (W5 h_j + b5 under ``lex``)."""
+        return self._source_cache(incremental_state, lambda: {"lex": self.lex_src_proj(h)})
+
+    def separable_source(self, src_feat: Tensor, incremental_state):
+        """``--lexicon separable`` decoding: ((a, exp(a - m), m) of each distinct source row, owner (B,)).
+
+        The beams of a sentence are copies of one source: the B x J x V source terms are kept once per
+        distinct row (found by exact equality) and every hypothesis points at its row, so each step reads
+        them once per sentence, not once per beam. Reordering moves only ``owner``.
+        """
+        saved = self.get_incremental_state(incremental_state, "separable")
+        if saved is None:
+            uniq, owner = torch.unique(src_feat.reshape(src_feat.size(0), -1), dim=0, return_inverse=True)
+            a, ea, ma = source_terms(uniq.view(-1, *src_feat.shape[1:]), *self.output_weight_bias())
+            saved = {"a": a, "ea": ea, "ma": ma, "owner": owner}
+            self.set_incremental_state(incremental_state, "separable", saved)
+        return (saved["a"], saved["ea"], saved["ma"]), saved["owner"]
 
     def lexicon_features(self, x: Tensor, h: Tensor, incremental_state=None):
         """(W5 h_j + b5 (B, J, d), W6 s_i (B, I, d)); the lexicon hidden is ReLU of their sum.
@@ -191,6 +199,13 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
         return src, tgt
 
     def reorder_incremental_state(self, incremental_state, new_order):
+        saved = self.get_incremental_state(incremental_state, "separable")
+        if saved is not None:
+            owner = saved["owner"].index_select(0, new_order)
+            if owner.size(0) != saved["owner"].size(0):  # finished sentences left: drop their source rows
+                used, owner = torch.unique(owner, return_inverse=True)
+                saved = {k: saved[k].index_select(0, used) for k in ("a", "ea", "ma")}
+            self.set_incremental_state(incremental_state, "separable", dict(saved, owner=owner))
         return self._reorder_cache(incremental_state, new_order, "src", source_only=True)
 
     def output_weight_bias(self):
@@ -406,11 +421,11 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
         weight, bias = self.output_weight_bias()
         keep_state = self.first_order is not None and incremental_state is not None
         if self.lexicon_kind == "separable":
-            cache = self._lexicon_source_cache(extra["encoder_out"], incremental_state)
-            source = (cache["sep_a"], cache["sep_ea"], cache["sep_ma"]) if "sep_a" in cache else None
+            source, owner = self.separable_source(src_feat, incremental_state) if incremental_state is not None \
+                else (None, None)
             log_probs, logz = separable_log_mixture(src_feat, tgt_feat, extra["log_align"], weight, bias,
                                                     keep_idx=extra.get("keep_idx"), chunk_rows=self.lexicon_chunk_size,
-                                                    source=source, return_logz=True)
+                                                    source=source, return_logz=True, owner=owner)
             if keep_state:
                 self.first_order.set_incremental_state(incremental_state, "state", {
                     "pred": extra["log_align"][:, -1], "logz": logz[:, -1], "tgt_feat": tgt_feat[:, -1]})

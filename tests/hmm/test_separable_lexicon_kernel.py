@@ -116,3 +116,24 @@ def test_topk_mixture_mixes_only_the_kept_positions(chunk_rows):
     expected = torch.logsumexp(ref + kept[..., None], dim=2)
     torch.testing.assert_close(separable_log_mixture(src, tgt, kept, w, b, keep_idx=idx, chunk_rows=chunk_rows),
                                expected)
+
+
+@pytest.mark.parametrize("owner", [[0, 0, 1, 1, 2, 2], [2, 0, 1, 0, 2, 1], [0, 0, 0, 1, 2, 2]],
+                         ids=["beams", "permuted beams", "unequal groups"])
+@pytest.mark.parametrize("topk", [False, True])
+def test_shared_source_rows_give_the_per_row_result(owner, topk):
+    """Decoding keeps one set of source terms per sentence for all its beams: the mixture and log Z equal
+    those of the per-hypothesis rows, whatever the grouping."""
+    src_u, _, w, b, _ = problem(batch=3)
+    owner = torch.tensor(owner)
+    _, tgt, _, _, _ = problem(batch=6, seed=1)
+    src = src_u[owner]
+    log_align = torch.randn(6, 3, 4, dtype=F64).log_softmax(-1)
+    idx = log_align.topk(2, dim=-1).indices if topk else None
+    if topk:
+        log_align = torch.full_like(log_align, -1e9).scatter(-1, idx, log_align.gather(-1, idx).log_softmax(-1))
+    per_row = separable_log_mixture(src, tgt, log_align, w, b, keep_idx=idx, return_logz=True)
+    shared = separable_log_mixture(src, tgt, log_align, w, b, keep_idx=idx, return_logz=True,
+                                   source=source_terms(src_u, w, b), owner=owner)
+    for x, y in zip(shared, per_row):
+        torch.testing.assert_close(x, y)
