@@ -6,6 +6,7 @@ before the pieces meet the dictionary; the pieces are binarized with the model's
 ``translate(..., alignment=True)`` and by the raw-text path of ``hmm-nmt-align``.
 """
 import concurrent.futures
+import threading
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
@@ -99,13 +100,28 @@ def align_encoded(model, task, pairs: Sequence[EncodedPair], keep: Sequence[int]
 
 
 def _both_at_once(items, rev_items):
-    """Both generators run to the end side by side; an error in either is raised here."""
+    """Both generators run to the end side by side. An error in either (or Ctrl-C here) stops the other at
+    its next sentence and is raised here, so an interrupted run exits within one batch."""
     threads = torch.get_num_threads()
+    stop = threading.Event()
 
     def run(gen):
         torch.set_num_threads(threads)  # the worker thread's own intra-op setting
-        return list(gen)
+        out = []
+        for it in gen:
+            if stop.is_set():
+                break
+            out.append(it)
+        return out
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         futures = [pool.submit(run, items), pool.submit(run, rev_items)]
+        try:
+            done, _ = concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_EXCEPTION)
+            for f in done:
+                if f.exception() is not None:
+                    raise f.exception()
+        except BaseException:
+            stop.set()
+            raise
         return futures[0].result(), futures[1].result()
