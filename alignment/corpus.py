@@ -517,8 +517,9 @@ def run(opts) -> int:
             _log(f"segmenting and binarizing {len(src)} pairs")
             prepare(md, opts, src, tgt)
         max_update = cont_target or opts.max_update
+        per = max(1, opts.threads // 2)
         _log(f"training the first-order direct HMM in both directions ({max_update} updates each, "
-             f"{max(1, opts.threads // 2)} threads each); log: {md.file('fwd', 'train.log')}")
+             f"{per} thread{'s' if per > 1 else ''} each); log: {md.file('fwd', 'train.log')}")
         train(md, opts, max_update, not opts.no_progress)
     _log(f"aligning {len(src)} pairs")
     errors = align(md, opts, src, tgt)
