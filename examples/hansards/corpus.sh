@@ -55,7 +55,8 @@ score() {  # ALIGN NAME: "NAME split AER P R" rows for the test and trial lines 
   local split from n
   for split in test trial; do
     if [[ $split == test ]]; then from=1 n=$N_TEST; else from=$((N_TEST + 1)) n=$N_TRIAL; fi
-    tail -n +"$from" "$1" | head -n "$n" > "$WORK/score.tmp"
+    # sed, not tail | head: on a large file head's early exit kills tail with SIGPIPE, which pipefail reports
+    sed -n "${from},$((from + n - 1))p;$((from + n - 1))q" "$1" > "$WORK/score.tmp"
     "$PYTHON" -m hmm_nmt_align aer "$DATA/$split.gold" "$WORK/score.tmp" --gold-one-based \
       --src "$DATA/$split.en" --tgt "$DATA/$split.fr" --json 2>/dev/null \
       | "$PYTHON" -c 'import json, sys; d = json.loads(sys.stdin.readline()); n, s = sys.argv[1:3]
