@@ -91,3 +91,44 @@ def check_incremental_equals_full_with_beam_reordering(m, d):
         # (~1e-7 relative) can differ, so this comparison alone keeps a float32-sized tolerance
         torch.testing.assert_close(step_out[:, -1], full_out[:, -1], atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(step_extra["attn"][0][:, -1], full_extra["attn"][0][:, -1], atol=1e-5, rtol=1e-5)
+
+
+def check_beam_scores_equal_likelihood(m, d):
+    """Every finished beam hypothesis' step scores sum to its likelihood under the training criterion."""
+    from fairseq.sequence_generator import SequenceGenerator
+
+    from hmm_nmt.criterions.dhmm_label_smoothed_cross_entropy import dhmm_loss
+
+    src, lens, _, _ = batch(d)
+    gen = SequenceGenerator([m], d, beam_size=3, max_len_b=6)
+    hypos = gen.generate([m], {"net_input": {"src_tokens": src, "src_lengths": lens}})
+    for b, hyps in enumerate(hypos):
+        for hyp in hyps:
+            tokens = hyp["tokens"]
+            prev = torch.cat([tokens.new_tensor([d.eos()]), tokens[:-1]])[None]
+            loss, _, _ = dhmm_loss(m, m(src[b:b + 1], lens[b:b + 1], prev, features_only=True), tokens[None], 0.0)
+            # fairseq's generator keeps lprobs and scores in float32 (utils.log_softmax), whatever the model's
+            # dtype: a few float32 roundings of terms of size ~1 per token, far inside 1e-4
+            torch.testing.assert_close(-loss.float(), hyp["positional_scores"].sum(), atol=1e-4, rtol=1e-5)
+
+
+def check_posteriors_autograd_equal_explicit(m, d):
+    """Autograd posteriors equal the explicit forward-backward and sum to 1 per real target position;
+    returns them for further checks."""
+    src, lens, prev, target = batch(d)
+    auto = m.alignment_posteriors(src, lens, prev, target, method="autograd")
+    explicit = m.alignment_posteriors(src, lens, prev, target, method="explicit")
+    torch.testing.assert_close(auto, explicit)
+    torch.testing.assert_close(auto.sum(-1), target.ne(d.pad()).to(auto.dtype))
+    return auto
+
+
+def lexicon_gradcheck_inputs(m, d):
+    """(x, extra, target, tgt_mask, row_mask, detached alignment potentials) of the test batch: what a
+    gradcheck through the lexicon scores and the DP needs."""
+    src, lens, prev, target = batch(d)
+    x, extra = m(src, lens, prev, features_only=True)
+    tgt_mask = target.ne(d.pad())
+    row_mask = m.decoder.lexicon_rows(extra, tgt_mask)
+    align = {k: v.detach() for k, v in m.decoder.alignment_potentials(extra, row_mask).items()}
+    return x, extra, target, tgt_mask, row_mask, align

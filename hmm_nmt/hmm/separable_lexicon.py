@@ -31,12 +31,15 @@ def _floor(dtype: torch.dtype) -> float:
     return torch.finfo(dtype).tiny * 2.0 ** 24
 
 
+def _linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
+    """x W^T (+ b) in the accumulation dtype of ``x``."""
+    acc = accumulation_dtype(x.dtype)
+    return torch.nn.functional.linear(x.to(acc), weight.to(acc), None if bias is None else bias.to(acc))
+
+
 def separable_logits(src_feat: Tensor, tgt_feat: Tensor, weight: Tensor, bias: Optional[Tensor]):
     """(a (B, J, V), b (B, I, V)): the source and target halves of the logits, in the accumulation dtype."""
-    acc = accumulation_dtype(src_feat.dtype)
-    w = weight.to(acc)
-    a = torch.nn.functional.linear(src_feat.to(acc), w, None if bias is None else bias.to(acc))
-    return a, torch.nn.functional.linear(tgt_feat.to(acc), w)
+    return _linear(src_feat, weight, bias), _linear(tgt_feat, weight)
 
 
 def _shifted_exp(x: Tensor) -> Tuple[Tensor, Tensor]:
@@ -114,7 +117,7 @@ def separable_log_mixture(src_feat: Tensor, tgt_feat: Tensor, log_align: Tensor,
     ``return_logz``: also log Z (B, I, J), the first-order filter's normalisers.
     """
     a, ea, ma = source if source is not None else source_terms(src_feat, weight, bias)
-    b = torch.nn.functional.linear(tgt_feat.to(a.dtype), weight.to(a.dtype))
+    b = _linear(tgt_feat.to(a.dtype), weight)
     logz = separable_logz(a, b, (ea, ma), owner)
     if owner is not None and keep_idx is not None:  # the kept rows differ per hypothesis: gather them
         a, ea, ma, owner = a[owner], ea[owner], ma[owner], None
@@ -147,8 +150,7 @@ def separable_log_mixture(src_feat: Tensor, tgt_feat: Tensor, log_align: Tensor,
 
 def source_terms(src_feat: Tensor, weight: Tensor, bias: Optional[Tensor] = None):
     """(a (B, J, V), exp(a - m), m (B, J, 1)) of the source positions: what decoding keeps per sentence."""
-    acc = accumulation_dtype(src_feat.dtype)
-    a = torch.nn.functional.linear(src_feat.to(acc), weight.to(acc), None if bias is None else bias.to(acc))
+    a = _linear(src_feat, weight, bias)
     ea, ma = _shifted_exp(a)
     return a, ea, ma
 

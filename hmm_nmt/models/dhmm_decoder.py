@@ -165,11 +165,7 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
     # ------------------------------------------------------------------ lexicon
     def lexicon_source(self, h: Tensor, incremental_state=None) -> Tensor:
         """W5 h_j + b5 (B, J, d); in incremental decoding computed once per sentence and cached."""
-        return self._lexicon_source_cache(h, incremental_state)["lex"]
-
-    def _lexicon_source_cache(self, h: Tensor, incremental_state=None) -> Dict[str, Tensor]:
-        """The per-sentence lexicon terms (W5 h_j + b5 under ``lex``)."""
-        return self._source_cache(incremental_state, lambda: {"lex": self.lex_src_proj(h)})
+        return self._source_cache(incremental_state, lambda: {"lex": self.lex_src_proj(h)})["lex"]
 
     def separable_source(self, src_feat: Tensor, incremental_state):
         """``--lexicon separable`` decoding: ((a, exp(a - m), m) of each distinct source row, owner (B,)).

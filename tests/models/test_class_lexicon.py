@@ -5,7 +5,7 @@ decoding) is tested in test_lexicon_kinds.py.
 """
 import pytest
 import torch
-from dhmm_testlib import batch, build
+from dhmm_testlib import batch, build, lexicon_gradcheck_inputs
 from dhmm_testlib import zipf_dict as class_dict
 
 from hmm_nmt.criterions.dhmm_label_smoothed_cross_entropy import dhmm_loss
@@ -74,11 +74,7 @@ def test_gradcheck_float64_through_class_kernel_and_dp():
     for arch, _ in ORDERS:
         m, d = build_class(arch, dim=4, layers=1, heads=1, extra=["--lexicon-chunk-size", "1"])
         m = m.double().eval()
-        src, lens, prev, target = batch(d)
-        x, extra = m(src, lens, prev, features_only=True)
-        tgt_mask = target.ne(d.pad())
-        row_mask = m.decoder.lexicon_rows(extra, tgt_mask)
-        align = {k: v.detach() for k, v in m.decoder.alignment_potentials(extra, row_mask).items()}
+        x, extra, target, tgt_mask, row_mask, align = lexicon_gradcheck_inputs(m, d)
         dec = m.decoder
         weight, bias = dec.output_weight_bias()
 

@@ -6,12 +6,14 @@ import torch
 from dhmm_testlib import (
     batch,
     build,
+    check_beam_scores_equal_likelihood,
     check_incremental_equals_full_with_beam_reordering,
+    check_posteriors_autograd_equal_explicit,
     decode_incrementally,
+    lexicon_gradcheck_inputs,
     make_dict,
 )
 from fairseq import options
-from fairseq.sequence_generator import SequenceGenerator
 
 from hmm_nmt.criterions.dhmm_label_smoothed_cross_entropy import dhmm_loss
 from hmm_nmt.hmm import direct
@@ -109,11 +111,7 @@ def test_gradcheck_float64_through_lexicon_and_dp():
     for arch, _ in ORDERS:
         m, d = build(arch, dim=4, layers=1, heads=1, extra=["--lexicon-chunk-size", "3"])
         m = m.double().eval()
-        src, lens, prev, target = batch(d)
-        x, extra = m(src, lens, prev, features_only=True)
-        tgt_mask = target.ne(d.pad())
-        row_mask = m.decoder.lexicon_rows(extra, tgt_mask)
-        align = {k: v.detach() for k, v in m.decoder.alignment_potentials(extra, row_mask).items()}
+        x, extra, target, tgt_mask, row_mask, align = lexicon_gradcheck_inputs(m, d)
 
         def f(x, h):
             gold, mean = m.decoder.lexicon_scores(x, dict(extra, encoder_out=h), target, row_mask)
@@ -124,28 +122,11 @@ def test_gradcheck_float64_through_lexicon_and_dp():
 
 
 def test_beam_hypothesis_score_equals_forward_likelihood(model):
-    m, d = model
-    src, lens, _, _ = batch(d)
-    gen = SequenceGenerator([m], d, beam_size=3, max_len_b=6)
-    hypos = gen.generate([m], {"net_input": {"src_tokens": src, "src_lengths": lens}})
-    for b, hyps in enumerate(hypos):
-        for hyp in hyps:
-            tokens = hyp["tokens"]
-            prev = torch.cat([tokens.new_tensor([d.eos()]), tokens[:-1]])[None]
-            loss, _, _ = dhmm_loss(m, m(src[b:b + 1], lens[b:b + 1], prev, features_only=True), tokens[None], 0.0)
-            # fairseq's generator keeps lprobs and scores in float32 (utils.log_softmax), whatever the model's
-            # dtype: a few float32 roundings of terms of size ~1 per token, far inside 1e-4
-            torch.testing.assert_close(-loss.float(), hyp["positional_scores"].sum(), atol=1e-4, rtol=1e-5)
+    check_beam_scores_equal_likelihood(*model)
 
 
 def test_posteriors_autograd_equal_explicit(model):
-    m, d = model
-    src, lens, prev, target = batch(d)
-    auto = m.alignment_posteriors(src, lens, prev, target, method="autograd")
-    explicit = m.alignment_posteriors(src, lens, prev, target, method="explicit")
-    torch.testing.assert_close(auto, explicit)
-    mask = target.ne(d.pad())
-    torch.testing.assert_close(auto.sum(-1), mask.to(F64))
+    auto = check_posteriors_autograd_equal_explicit(*model)
     assert auto[1, :, :2].abs().max() < 1e-8
 
 
