@@ -270,22 +270,25 @@ def train(md: ModelDir, opts, max_update: int, progress: bool) -> None:
     """Stage 3: both directions side by side, each with half the threads."""
     threads = max(1, opts.threads // 2)
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    pending = [(name, s, t) for name, s, t in (("fwd", "src", "tgt"), ("rev", "tgt", "src"))
+               if not (md.done(f"train.{name}") and md.data["done"][f"train.{name}"].get("max_update") == max_update)]
+    if not pending:
+        return
+    which = "both directions" if len(pending) == 2 else f"the {pending[0][0]} direction"
+    _log(f"training the first-order direct HMM, {which} ({max_update} updates each, {threads} "
+         f"thread{'s' if threads > 1 else ''} each); log: {md.file(pending[0][0], 'train.log')}")
     procs = {}
-    for name, s, t in (("fwd", "src", "tgt"), ("rev", "tgt", "src")):
-        if md.done(f"train.{name}") and md.data["done"][f"train.{name}"].get("max_update") == max_update:
-            continue
+    for name, s, t in pending:
         os.makedirs(md.file(name), exist_ok=True)
         log = md.file(name, "train.log")
         with open(log, "a", encoding="utf-8") as f:
             procs[name] = (subprocess.Popen(_train_cmd(md, opts, s, t, max_update), stdout=f,
                                             stderr=subprocess.STDOUT, env=env, start_new_session=True), log)
-    if not procs:
-        return
     bar = None
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=max_update * len(procs), desc="training both directions", unit="upd", file=sys.stderr)
+        bar = tqdm(total=max_update * len(procs), desc=f"training {which}", unit="upd", file=sys.stderr)
     try:
         while any(p.poll() is None for p, _ in procs.values()):
             if bar is not None:
@@ -516,11 +519,7 @@ def run(opts) -> int:
         if opts.cont or not md.done("bin"):
             _log(f"segmenting and binarizing {len(src)} pairs")
             prepare(md, opts, src, tgt)
-        max_update = cont_target or opts.max_update
-        per = max(1, opts.threads // 2)
-        _log(f"training the first-order direct HMM in both directions ({max_update} updates each, "
-             f"{per} thread{'s' if per > 1 else ''} each); log: {md.file('fwd', 'train.log')}")
-        train(md, opts, max_update, not opts.no_progress)
+        train(md, opts, cont_target or opts.max_update, not opts.no_progress)
     _log(f"aligning {len(src)} pairs")
     errors = align(md, opts, src, tgt)
     for k, why in errors:

@@ -31,7 +31,8 @@ PROTOCOL = ("embed_dim", "ffn_dim", "layers", "heads", "no_share_embeddings", "m
             "fp16", "train_args", "beam", "lenpen", "lenpen_grid", "eos_penalty_grid", "length_choice",
             "generate_args", "threads")
 
-SLOT_ORDER = ("transformer", "dhmm0", "dhmm0_fast", "dhmm1", "dhmm1_fast", "hnmc", "iohmm")
+SLOT_ORDER = ("transformer", "dhmm0", "dhmm0_fast", "dhmm0_sep", "dhmm1", "dhmm1_fast", "dhmm1_sep", "hnmc",
+              "iohmm")
 
 
 def _slot_key(slot):

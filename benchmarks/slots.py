@@ -37,6 +37,19 @@ SLOTS = {
         "args": ["--lexicon-dtype", "auto", "--lexicon-topk-objective", "pruned",
                  "--lexicon-topk-schedule", "4@0,0@80%"],
     },
+    # the separable lexicon (docs/speed.md section 7): exact in training, validation and decoding, no pruning
+    "dhmm0_sep": {
+        "arch": "transformer_dhmm",
+        "criterion": "dhmm_label_smoothed_cross_entropy",
+        "label": "direct HMM, zero order, separable lexicon",
+        "args": ["--lexicon", "separable"],
+    },
+    "dhmm1_sep": {
+        "arch": "transformer_dhmm_first_order",
+        "criterion": "dhmm_label_smoothed_cross_entropy",
+        "label": "direct HMM, first order, separable lexicon",
+        "args": ["--lexicon", "separable"],
+    },
     # chain decoders over a transformer decoder of --layers layers (docs/translation.md); their
     # defaults, e.g. --slot-args "hnmc=--hnmc-states 64" or "iohmm=--iohmm-decoder chain" to change them
     "hnmc": {

@@ -48,6 +48,8 @@ Slots and their defaults (``--arch SLOT=ARCH``, ``--criterion SLOT=NAME``, ``--s
   dhmm0_fast   transformer_dhmm               dhmm_label_smoothed_cross_entropy  + --lexicon-topk-schedule 4@0,0@80%
   dhmm1_fast   transformer_dhmm_first_order   dhmm_label_smoothed_cross_entropy  (top-4 pruned, then exact; see docs)
   (both fast slots: --lexicon-topk-objective pruned --lexicon-dtype auto, bf16 where the CPU/GPU has it natively)
+  dhmm0_sep    transformer_dhmm               dhmm_label_smoothed_cross_entropy  + --lexicon separable
+  dhmm1_sep    transformer_dhmm_first_order   dhmm_label_smoothed_cross_entropy  + --lexicon separable
   hnmc         transformer_hnmc               label_smoothed_cross_entropy
   iohmm        transformer_iohmm              label_smoothed_cross_entropy
 

@@ -57,7 +57,7 @@ from hmm_nmt_align.base.symmetrize import symmetrize
 Link = Tuple[int, int]
 
 __all__ = ["DECISIONS", "METHODS", "SOFT", "POOLS", "parse_decision", "decide", "soft_combine", "pool_words", "argmax_links",
-           "LinkOptions", "sentence_word_links", "link_scores"]
+           "LinkOptions", "sentence_word_links", "scored_word_links", "link_scores"]
 
 DECISIONS = ("argmax", "mutual", "union", "threshold")
 SOFT = ("prod", "mean")
@@ -235,18 +235,46 @@ def sentence_word_links(fwd: np.ndarray, src_owner: Sequence[int], tgt_owner: Se
     return symmetrize(f, r, opts.symmetrize)
 
 
-def _pooled_word_links(fwd: np.ndarray, src_owner: Sequence[int], tgt_owner: Sequence[int], opts: LinkOptions,
-                       rev: Optional[np.ndarray]) -> List[Tuple[int, int]]:
-    """:func:`sentence_word_links` with ``pool="words"``: pool, then decide (or merge) on the words."""
+def _pooled(fwd: np.ndarray, src_owner: Sequence[int], tgt_owner: Sequence[int],
+            rev: Optional[np.ndarray]) -> Tuple[np.ndarray, Optional[np.ndarray]]:
+    """Both directions' word matrices (:func:`pool_words`), the EOS row and column cut off."""
     n_src, n_tgt = len(src_owner), len(tgt_owner)
     f = pool_words(np.asarray(fwd)[:n_tgt, :n_src], src_owner, tgt_owner)
-    if rev is None:
+    return f, None if rev is None else pool_words(np.asarray(rev)[:n_src, :n_tgt], tgt_owner, src_owner)
+
+
+def _decide_pooled(f: np.ndarray, r: Optional[np.ndarray], opts: LinkOptions) -> List[Tuple[int, int]]:
+    if r is None:
         return decide(f, opts.decision, opts.threshold)
-    r = pool_words(np.asarray(rev)[:n_src, :n_tgt], tgt_owner, src_owner)
     if opts.symmetrize in SOFT:
         return decide(soft_combine(f, r, opts.symmetrize), opts.decision, opts.threshold)
     return symmetrize(decide(f, opts.decision, opts.threshold),
                       [(j, i) for i, j in decide(r, opts.decision, opts.threshold)], opts.symmetrize)
+
+
+def _pooled_word_links(fwd: np.ndarray, src_owner: Sequence[int], tgt_owner: Sequence[int], opts: LinkOptions,
+                       rev: Optional[np.ndarray]) -> List[Tuple[int, int]]:
+    """:func:`sentence_word_links` with ``pool="words"``: pool, then decide (or merge) on the words."""
+    return _decide_pooled(*_pooled(fwd, src_owner, tgt_owner, rev), opts)
+
+
+def _score_matrix(f: np.ndarray, r: Optional[np.ndarray], opts: LinkOptions) -> np.ndarray:
+    """The matrix a link's confidence is read from: one direction, its soft merge, or (atools) the mean."""
+    return f if r is None else soft_combine(f, r, opts.symmetrize if opts.symmetrize in SOFT else "mean")
+
+
+def scored_word_links(fwd: np.ndarray, src_owner: Sequence[int], tgt_owner: Sequence[int], opts: LinkOptions,
+                      rev: Optional[np.ndarray] = None, eos_s: bool = True,
+                      eos_t: bool = True) -> List[Tuple[int, int, float]]:
+    """:func:`sentence_word_links` with each link's :func:`link_scores` confidence, ``(source word, target
+    word, p)``; with ``pool="words"`` the word matrices are pooled once for both."""
+    opts.check()
+    if opts.pool != "words":
+        links = sentence_word_links(fwd, src_owner, tgt_owner, opts, rev, eos_s, eos_t)
+        return [(s, t, p) for (s, t), p in zip(links, link_scores(links, fwd, src_owner, tgt_owner, opts, rev))]
+    f, r = _pooled(fwd, src_owner, tgt_owner, rev)
+    m = _score_matrix(f, r, opts)
+    return [(s, t, float(m[t, s])) for s, t in _decide_pooled(f, r, opts)]
 
 
 def link_scores(links: Sequence[Link], fwd: np.ndarray, src_owner: Sequence[int], tgt_owner: Sequence[int],
@@ -259,7 +287,7 @@ def link_scores(links: Sequence[Link], fwd: np.ndarray, src_owner: Sequence[int]
     if opts.pool == "words":
         f = pool_words(f, src_owner, tgt_owner)
         r = None if r is None else pool_words(r, tgt_owner, src_owner)
-    m = f if r is None else soft_combine(f, r, opts.symmetrize if opts.symmetrize in SOFT else "mean")
+    m = _score_matrix(f, r, opts)
     if opts.pool == "words":
         return [float(m[t, s]) for s, t in links]
     words = np.full((max(tgt_owner, default=-1) + 1, max(src_owner, default=-1) + 1), -np.inf)

@@ -22,7 +22,7 @@ import torch
 
 from hmm_nmt.aligner.attention import attention_matrices, default_layers, is_attention_model
 from hmm_nmt_align.base.console import ExtractionError  # noqa: F401  (defined below the model layer: see there)
-from hmm_nmt_align.base.links import METHODS, LinkOptions, link_scores, sentence_word_links
+from hmm_nmt_align.base.links import METHODS, LinkOptions, scored_word_links, sentence_word_links
 
 __all__ = ["METHODS", "ExtractionError", "SentenceMatrices", "model_type", "available_methods", "unavailable",
            "default_layers", "parse_layers", "batch_matrices", "dataset_matrices", "links_by_method"]
@@ -181,10 +181,9 @@ def _to(sample, device):
 
 
 def _links(fwd, so, to, opts: LinkOptions, rev, eos_s: bool, eos_t: bool, scores: bool) -> list:
-    links = sentence_word_links(fwd, so, to, opts, rev, eos_s, eos_t)
-    if not scores:
-        return links
-    return [(s, t, p) for (s, t), p in zip(links, link_scores(links, fwd, so, to, opts, rev))]
+    if scores:
+        return scored_word_links(fwd, so, to, opts, rev, eos_s, eos_t)
+    return sentence_word_links(fwd, so, to, opts, rev, eos_s, eos_t)
 
 
 def links_by_method(items: Iterator[SentenceMatrices], methods: Sequence[str], owners, opts: LinkOptions,

@@ -43,7 +43,8 @@ def _links(path):
 
 @pytest.mark.slow
 def test_the_whole_command_writes_line_parallel_word_links_and_a_model_dir(made):
-    work, src, tgt, _ = made
+    work, src, tgt, p = made
+    assert "training the first-order direct HMM, both directions (6 updates each, 1 thread each)" in p.stderr
     for name in ("c.align", "c.fwd", "c.rev"):
         links = _links(work / name)
         assert len(links) == len(src) and links[3] == []
@@ -150,6 +151,7 @@ def test_rerun_reuses_the_model_and_align_only_aligns_new_text_without_training(
     assert p.returncode == 0, p.stderr[-2000:]
     assert (work / "again.align").read_text() == (work / "c.align").read_text()  # same model, same links
     assert (work / "m" / "fwd" / "checkpoint_last.pt").stat().st_mtime_ns == before  # nothing retrained
+    assert "training" not in p.stderr and "aligning" in p.stderr  # and it does not say it trains
     # new sentences, fast_align's "src ||| tgt" input, the finished model reused with no training
     (work / "new.txt").write_text("".join(f"{s} ||| {t}\n" for s, t in zip(src[:7], tgt[:7])))
     p = run(work, "-i", "new.txt", "--model-dir", "m", "--align-only", "-o", "new.align", "--no-progress")

@@ -432,3 +432,21 @@ def test_link_scores_are_the_values_the_decision_was_read_from():
     links = sentence_word_links(fwd, so, to, opts, None, eos_s=False, eos_t=False)
     best = {(s, t): max(fwd[i, j] for i in range(3) for j in range(4) if so[j] == s and to[i] == t) for s, t in links}
     assert links and link_scores(links, fwd, so, to, opts) == pytest.approx([best[k] for k in links])
+
+
+@pytest.mark.parametrize("pool", ["words", "pieces"])
+@pytest.mark.parametrize("sym", [None, "prod", "mean", "grow-diag-final-and"])
+def test_scored_word_links_are_the_links_with_their_link_scores(pool, sym):
+    """The one-pass form under ``--scores`` gives the same links as without scores, and link_scores' values."""
+    from hmm_nmt_align.base.links import link_scores, scored_word_links
+
+    rng = np.random.default_rng(1)
+    fwd, rev = rng.dirichlet(np.ones(5), size=4), rng.dirichlet(np.ones(4), size=5)
+    so, to = [0, 0, 1, 2, 2], [0, 1, 1, 2]
+    for decision in ("argmax", "threshold"):
+        opts = LinkOptions(decision, 0.1, False, sym, pool)
+        r = None if sym is None else rev
+        links = sentence_word_links(fwd, so, to, opts, r, eos_s=False, eos_t=False)
+        scored = scored_word_links(fwd, so, to, opts, r, eos_s=False, eos_t=False)
+        assert links and [(s, t) for s, t, _ in scored] == links
+        assert [p for _, _, p in scored] == pytest.approx(link_scores(links, fwd, so, to, opts, r))
