@@ -150,10 +150,10 @@ class ModelDir:
 
 
 MODEL_KEYS = ("merges", "embed_dim", "ffn_dim", "layers", "heads", "max_tokens", "lr", "warmup_updates", "dropout",
-              "seed", "max_update", "patience", "valid_lines", "lexicon")
-ARCH_KEYS = ("embed_dim", "ffn_dim", "layers", "heads", "dropout", "lexicon")
+              "seed", "max_update", "patience", "valid_lines", "lexicon", "target_context")
+ARCH_KEYS = ("embed_dim", "ffn_dim", "layers", "heads", "dropout", "lexicon", "target_context")
 # what a manifest written before a key existed means by it
-KEY_DEFAULTS = {"lexicon": "softmax"}
+KEY_DEFAULTS = {"lexicon": "softmax", "target_context": "past"}
 
 
 def _config(opts) -> dict:
@@ -242,6 +242,7 @@ def _train_cmd(md: ModelDir, opts, s: str, t: str, max_update: int) -> List[str]
            "--save-dir", md.file("fwd" if s == "src" else "rev"), "--no-epoch-checkpoints",
            # the optimizer state is kept: fairseq restores the update count from it
            "--num-workers", "0", "--required-batch-size-multiple", "1", "--lexicon", opts.lexicon,
+           "--target-context", opts.target_context,
            "--skip-invalid-size-inputs-valid-test", "--max-source-positions", "1024",
            "--max-target-positions", "1024", "--log-format", "json", "--log-interval", "10", "--no-progress-bar"]
     if opts.patience:
@@ -441,6 +442,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--lexicon", choices=["softmax", "class", "separable"], default="softmax",
                    help="the lexicon p(e | j): softmax over the vocabulary, class-factored, or separable (the softmax "
                         "without its ReLU; both cheaper per update)")
+    m.add_argument("--target-context", choices=["past", "both"], default="past",
+                   help="what the lexicon and the alignment of target word i see: the words before i (past, "
+                        "default: the models also translate), or the words after i too (both: aligners only)")
     m.add_argument("--max-tokens", type=positive, default=2048, help="tokens per training batch")
     m.add_argument("--lr", type=float, default=2e-3)
     m.add_argument("--warmup-updates", type=positive, default=200)

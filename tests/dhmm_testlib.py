@@ -1,4 +1,7 @@
 """Helpers shared by the direct-HMM tests: tiny models built through fairseq's own argument parsing."""
+import itertools
+import math
+
 import torch
 from fairseq import options
 from fairseq.data import Dictionary
@@ -132,3 +135,52 @@ def lexicon_gradcheck_inputs(m, d):
     row_mask = m.decoder.lexicon_rows(extra, tgt_mask)
     align = {k: v.detach() for k, v in m.decoder.alignment_potentials(extra, row_mask).items()}
     return x, extra, target, tgt_mask, row_mask, align
+
+
+def full_lexicon(m, x, extra):
+    """log p(v | j) (B, I, J, V) of the model's lexicon (softmax, class or separable), materialised by plain
+    autograd ops."""
+    from hmm_nmt.hmm.class_lexicon import class_log_probs
+    from hmm_nmt.hmm.separable_lexicon import reference_separable_log_probs
+
+    dec = m.decoder
+    src_feat, tgt_feat = dec.lexicon_features(x, extra["encoder_out"])
+    weight, bias = dec.output_weight_bias()
+    if dec.lexicon_kind == "separable":
+        return reference_separable_log_probs(src_feat, tgt_feat, weight, bias)
+    hidden = torch.relu(src_feat[:, None] + tgt_feat[:, :, None])
+    if dec.lexicon_kind == "class":
+        return class_log_probs(hidden, dec.lex_class_proj.weight, dec.lex_class_proj.bias, weight, bias,
+                               dec.class_layout())
+    return torch.log_softmax(torch.nn.functional.linear(hidden, weight, bias), dim=-1)
+
+
+def gold_of(lex, target):
+    """lex (B, I, J, V) at the target words: (B, I, J)."""
+    return lex.gather(-1, target[:, :, None, None].expand(-1, -1, lex.size(2), 1)).squeeze(-1)
+
+
+def brute_force_loglik(m, src, lens, prev, target):
+    """log p(E | F) summed over every alignment sequence of the real source positions, from the materialised
+    lexicon (zero order: p(j | i); first order: p(j | j') from the model's transition tables)."""
+    x, extra = m(src, lens, prev, features_only=True)
+    gold = gold_of(full_lexicon(m, x, extra), target)
+    first = m.decoder.first_order is not None
+    out = []
+    for b in range(src.size(0)):
+        real = (~extra["src_pad"][b]).nonzero().squeeze(1).tolist()
+        n_tgt = int(target[b].ne(m.decoder.padding_idx).sum())
+        total = 0.0
+        for align in itertools.product(real, repeat=n_tgt):
+            lp = 0.0
+            for i, j in enumerate(align):
+                if not first:
+                    lp += extra["log_align"][b, i, j].item()
+                elif i == 0:
+                    lp += extra["log_init"][b, 0, j].item()
+                else:
+                    lp += extra["log_trans"][b, i, align[i - 1], j].item()
+                lp += gold[b, i, j].item()
+            total += math.exp(lp)
+        out.append(math.log(total))
+    return torch.tensor(out, dtype=gold.dtype)

@@ -29,6 +29,10 @@ from hmm_nmt.models.dhmm_layers import DHMMDecoderLayer, Linear, _CachedSourceMi
 from hmm_nmt.models.first_order_alignment import FirstOrderAlignment
 from hmm_nmt.models.topk_schedule import advance, parse_topk_schedule, topk_at
 
+TARGET_CONTEXTS = ("past", "both")
+NO_DECODING = ("--target-context both sees the target words after i: the model scores and aligns given sentence "
+               "pairs, it cannot decode (train with --target-context past to translate)")
+
 
 class DHMMEncoder(TransformerEncoder):
     """fairseq's encoder, unchanged (a class of its own so that the direct HMM can change it).
@@ -78,6 +82,10 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
             # Eq. 6 block gives the alignment distribution, so only it needs the moved ReLU
             for idx in range(len(self.layers) - 1):
                 self.layers[idx] = TransformerDecoder.build_decoder_layer(self, args, no_encoder_attn)
+        self.target_context = getattr(args, "target_context", None) or "past"
+        if self.target_context == "both":  # the right-to-left twin of the lower layers (own parameters)
+            self.future_layers = torch.nn.ModuleList(
+                [TransformerDecoder.build_decoder_layer(self, args, no_encoder_attn) for _ in self.layers[:-1]])
 
     @property
     def lexicon_dtype(self) -> torch.dtype:
@@ -112,18 +120,8 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
         return DHMMDecoderLayer(TransformerConfig.from_namespace(args), no_encoder_attn=no_encoder_attn)
 
     # ------------------------------------------------------------------ features and alignment
-    def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **unused):
-        bsz, _ = prev_output_tokens.size()
-        enc = encoder_out["encoder_out"][0]  # (J, B, C)
-        src_pad = (encoder_out["encoder_padding_mask"][0] if len(encoder_out["encoder_padding_mask"]) > 0
-                   else enc.new_zeros(bsz, enc.size(0), dtype=torch.bool))
-
-        positions = self.embed_positions(prev_output_tokens, incremental_state=incremental_state) \
-            if self.embed_positions is not None else None
-        tokens = prev_output_tokens
-        if incremental_state is not None:
-            tokens = prev_output_tokens[:, -1:]
-            positions = positions[:, -1:] if positions is not None else None
+    def _embed(self, tokens: Tensor, positions) -> Tensor:
+        """Token (+ position) embeddings, time-major (T, B, C), as fairseq's decoder computes them."""
         x = self.embed_scale * self.embed_tokens(tokens.contiguous())
         if self.project_in_dim is not None:
             x = self.project_in_dim(x)
@@ -131,16 +129,66 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
             x = x + positions
         if self.layernorm_embedding is not None:
             x = self.layernorm_embedding(x)
-        x = self.dropout_module(x).transpose(0, 1)
+        return self.dropout_module(x).transpose(0, 1)
+
+    def future_states(self, prev_output_tokens: Tensor, enc: Tensor, src_pad: Tensor) -> Tensor:
+        """``--target-context both``: for each position i the state of the words after it (T, B, C), zero at
+        padding. The lower layers' twin reads the target right to left: position i of a target e_1 .. e_I EOS
+        (n = I + 1 tokens, right-padded; ``prev_output_tokens`` is EOS e_1 .. e_I) is reversed position
+        n - 1 - i of BOS EOS e_I .. e_2, whose causal prefix holds exactly the tokens after i."""
+        pad = self.padding_idx
+        bsz, steps = prev_output_tokens.shape
+        n = prev_output_tokens.ne(pad).sum(1, keepdim=True)  # (B, 1)
+        k = torch.arange(steps, device=prev_output_tokens.device)[None, :]
+        tokens = prev_output_tokens.gather(1, (n - k + 1).clamp(0, steps - 1))
+        tokens[:, 0] = self.dictionary.bos()
+        if steps > 1:
+            tokens[:, 1] = self.dictionary.eos()
+        tokens = tokens.masked_fill(k >= n, pad)
+        positions = self.embed_positions(tokens) if self.embed_positions is not None else None
+        y = self._embed(tokens, positions)
+        pad_mask = tokens.eq(pad) if tokens.eq(pad).any() else None
+        for layer in self.future_layers:
+            y, _, _ = layer(y, enc, src_pad, None, self_attn_mask=self.buffered_future_mask(y),
+                            self_attn_padding_mask=pad_mask)
+        back = (n - 1 - k).clamp(min=0)  # reversed position of position i
+        y = y.transpose(0, 1).gather(1, back[..., None].expand(bsz, steps, y.size(-1)))
+        return y.masked_fill((k >= n)[..., None], 0.0).transpose(0, 1)
+
+    def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **unused):
+        bsz, _ = prev_output_tokens.size()
+        enc = encoder_out["encoder_out"][0]  # (J, B, C)
+        src_pad = (encoder_out["encoder_padding_mask"][0] if len(encoder_out["encoder_padding_mask"]) > 0
+                   else enc.new_zeros(bsz, enc.size(0), dtype=torch.bool))
+        both = self.target_context == "both"
+        if both and incremental_state is not None:
+            raise ValueError(NO_DECODING)
+
+        positions = self.embed_positions(prev_output_tokens, incremental_state=incremental_state) \
+            if self.embed_positions is not None else None
+        tokens = prev_output_tokens
+        if incremental_state is not None:
+            tokens = prev_output_tokens[:, -1:]
+            positions = positions[:, -1:] if positions is not None else None
+        x = self._embed(tokens, positions)
 
         self_attn_padding_mask = tokens.eq(self.padding_idx) if tokens.eq(self.padding_idx).any() else None
         inner_states: List[Tensor] = [x]
         log_alpha = None
-        for layer in self.layers:
+        for idx, layer in enumerate(self.layers):
             self_attn_mask = self.buffered_future_mask(x) if incremental_state is None else None
+            padding_mask = self_attn_padding_mask
+            if both and idx == len(self.layers) - 1:
+                # the last layer's input sees e_<i and e_>i; its self-attention may not mix positions (position
+                # k < i would carry e_i in), so each attends itself only (and padding needs no mask then)
+                x = x + self.future_states(prev_output_tokens, enc, src_pad)
+                inner_states[-1] = x
+                self_attn_mask = torch.full((x.size(0), x.size(0)), float("-inf"), dtype=x.dtype,
+                                            device=x.device).fill_diagonal_(0.0)
+                padding_mask = None
             if isinstance(layer, DHMMDecoderLayer):
                 x, log_alpha = layer(x, enc, src_pad, incremental_state, self_attn_mask=self_attn_mask,
-                                     self_attn_padding_mask=self_attn_padding_mask)
+                                     self_attn_padding_mask=padding_mask)
             else:  # --dhmm-layers last: a stock layer
                 x, _, _ = layer(x, enc, src_pad, incremental_state, self_attn_mask=self_attn_mask,
                                 self_attn_padding_mask=self_attn_padding_mask)

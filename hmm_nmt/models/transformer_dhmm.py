@@ -17,6 +17,12 @@ vocabulary V, L decoder layers.
   layer: a mixture of distributions, so still one distribution over the non-pad source positions (EOS
   included; it is where words without a source counterpart can align).
 * Alignment, first order (Eq. 11-12): see :class:`FirstOrderAlignment`.
+* Target context (``--target-context both``, an aligner's option, not in the paper): s_i^(L-1), the input of
+  the last layer, becomes the sum of the lower layers' state of e_<i and that of a right-to-left twin of
+  those layers over e_>i, and the last layer's self-attention is restricted to its own position, so the
+  lexicon p(e_i | j, e_-i, f) and the alignment see every target word but e_i. The DP and the posteriors are
+  unchanged; the product over i is then a pseudo-likelihood (each factor conditions on the others), and the
+  model aligns given pairs but cannot decode.
 * Output (Eq. 9): p(e | e_<i, f) = sum_j p(j | ...) p(e | j, ...). The decoder returns these log-probs as its
   "logits" (log_softmax leaves them unchanged), so beam search, sampling, scoring and ``--print-alignment``
   (argmax of the alignment distribution, returned as ``attn``) go through fairseq unchanged.
@@ -37,7 +43,7 @@ from fairseq.models.transformer.transformer_legacy import base_architecture, tra
 
 from hmm_nmt.hmm import direct
 from hmm_nmt.hmm.precision import LEXICON_DTYPE_CHOICES
-from hmm_nmt.models.dhmm_decoder import DHMMEncoder, TransformerDHMMDecoder
+from hmm_nmt.models.dhmm_decoder import TARGET_CONTEXTS, DHMMEncoder, TransformerDHMMDecoder
 from hmm_nmt.models.dhmm_layers import DHMMCrossAttention, DHMMDecoderLayer, Linear  # noqa: F401  (re-exported)
 from hmm_nmt.models.first_order_alignment import FirstOrderAlignment  # noqa: F401  (re-exported)
 from hmm_nmt.models.topk_schedule import parse_topk_schedule
@@ -91,6 +97,12 @@ class TransformerDHMMModel(TransformerModel):
                                  "then trains exactly for the last 20%% of the updates. Validation and decoding use "
                                  "--lexicon-topk (0: exact). With --patience, a validation plateau starts the next step "
                                  "early instead of stopping training")
+        parser.add_argument("--target-context", choices=TARGET_CONTEXTS, metavar="{past,both}",
+                            help="what the target state s_i of the lexicon and the alignment sees: the words "
+                                 "before i (past, default: a translation model), or also the words after i "
+                                 "(both: a second, right-to-left stack of the lower decoder layers, summed into "
+                                 "the last layer's input; never e_i itself). both is an aligner: it scores given "
+                                 "sentence pairs and cannot decode (docs/alignment.md)")
         # an explicit default (fairseq's model options are otherwise left unset): saved args of checkpoints
         # from before this option lack it, and _dhmm_defaults gives those the layout they were trained with
         parser.add_argument("--dhmm-layers", choices=["all", "last"], default=DEFAULT_DHMM_LAYERS,
@@ -134,6 +146,10 @@ class TransformerDHMMModel(TransformerModel):
             raise ValueError(f"--lexicon must be one of {', '.join(LEXICONS)}, got {args.lexicon!r}")
         if args.max_jump < 1:
             raise ValueError(f"--max-jump must be positive, got {args.max_jump}")
+        if args.target_context not in TARGET_CONTEXTS:
+            raise ValueError(f"--target-context must be one of {', '.join(TARGET_CONTEXTS)}, got {args.target_context!r}")
+        if args.target_context == "both" and args.dhmm_layers != "last":
+            raise ValueError("--target-context both needs --dhmm-layers last (the future enters the last layer only)")
         return super().build_model(args, task)
 
     @classmethod
@@ -250,6 +266,7 @@ def _dhmm_defaults(args):
         args.dhmm_layers = DEFAULT_DHMM_LAYERS
     set_default(args, "lexicon_dropout", 0.0)
     set_default(args, "lexicon", "softmax")  # checkpoints from before --lexicon: the softmax lexicon
+    set_default(args, "target_context", "past")
 
 
 def dhmm_base_architecture(args):

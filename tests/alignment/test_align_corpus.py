@@ -129,16 +129,17 @@ def test_each_direction_alone_equals_that_model_aligning_on_its_own(made, tmp_pa
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("lexicon", ["class", "separable"])
-def test_the_cheaper_lexicons_train_and_align(made, tmp_path, lexicon):
+@pytest.mark.parametrize("option,value", [("lexicon", "class"), ("lexicon", "separable"), ("target_context", "both")])
+def test_the_model_options_train_and_align(made, tmp_path, option, value):
     work, src, _, _ = made
     p = run(work, "-s", "c.src", "-t", "c.tgt", "--model-dir", str(tmp_path / "m"), "-o", str(tmp_path / "c.align"),
-            *TINY, "--lexicon", lexicon)
+            *TINY, "--" + option.replace("_", "-"), value)
     assert p.returncode == 0, p.stderr[-2000:]
     import torch
 
     ckpt = torch.load(tmp_path / "m" / "rev" / "checkpoint_last.pt", map_location="cpu", weights_only=False)
-    assert ckpt["cfg"]["model"].lexicon == lexicon
+    assert getattr(ckpt["cfg"]["model"], option) == value
+    assert json.loads((tmp_path / "m" / "manifest.json").read_text())["config"][option] == value
     links = _links(tmp_path / "c.align")
     assert len(links) == len(src) and links[3] == [] and sum(map(len, links)) > 0
 

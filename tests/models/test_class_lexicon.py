@@ -5,12 +5,11 @@ decoding) is tested in test_lexicon_kinds.py.
 """
 import pytest
 import torch
-from dhmm_testlib import batch, build, lexicon_gradcheck_inputs
+from dhmm_testlib import batch, build, full_lexicon, lexicon_gradcheck_inputs
 from dhmm_testlib import zipf_dict as class_dict
 
 from hmm_nmt.criterions.dhmm_label_smoothed_cross_entropy import dhmm_loss
 from hmm_nmt.hmm import direct
-from hmm_nmt.hmm.class_lexicon import class_log_probs
 
 F64 = torch.float64
 ORDERS = [("transformer_dhmm", 0), ("transformer_dhmm_first_order", 1)]
@@ -19,16 +18,6 @@ ORDERS = [("transformer_dhmm", 0), ("transformer_dhmm_first_order", 1)]
 def build_class(arch, extra=(), **kw):
     return build(arch, dictionary=class_dict(), extra=["--lexicon", "class", "--lexicon-classes", "4"] + list(extra),
                  **kw)
-
-
-def full_lexicon(m, x, extra):
-    """log p(v | j) (B, I, J, V) of the class lexicon, materialised."""
-    dec = m.decoder
-    src_feat, tgt_feat = dec.lexicon_features(x, extra["encoder_out"])
-    hidden = torch.relu(src_feat[:, None] + tgt_feat[:, :, None])
-    weight, bias = dec.output_weight_bias()
-    return class_log_probs(hidden, dec.lex_class_proj.weight, dec.lex_class_proj.bias, weight, bias,
-                           dec.class_layout())
 
 
 def test_classes_are_a_partition_with_a_buffer_and_a_class_layer():

@@ -2,25 +2,24 @@
 the DP over it is exact, its kernels' gradients equal autograd through the materialised lexicon, and decoding
 (incremental, beam search, posteriors) agrees with the training forward. Both orders, with and without
 --lexicon-topk."""
-import itertools
-import math
 
 import pytest
 import torch
 from dhmm_testlib import (
     batch,
+    brute_force_loglik,
     build,
     check_beam_scores_equal_likelihood,
     check_incremental_equals_full_with_beam_reordering,
     check_posteriors_autograd_equal_explicit,
+    full_lexicon,
+    gold_of,
     lexicon_gradcheck_inputs,
     zipf_dict,
 )
 
 from hmm_nmt.criterions.dhmm_label_smoothed_cross_entropy import dhmm_loss
 from hmm_nmt.hmm import direct
-from hmm_nmt.hmm.class_lexicon import class_log_probs
-from hmm_nmt.hmm.separable_lexicon import reference_separable_log_probs
 
 F64 = torch.float64
 ORDERS = [("transformer_dhmm", 0), ("transformer_dhmm_first_order", 1)]
@@ -30,22 +29,6 @@ KINDS = ["class", "separable"]
 def build_kind(kind, arch, extra=(), **kw):
     flags = ["--lexicon", kind] + (["--lexicon-classes", "4"] if kind == "class" else [])
     return build(arch, dictionary=zipf_dict(), extra=flags + list(extra), **kw)
-
-
-def full_lexicon(m, x, extra):
-    """log p(v | j) (B, I, J, V) of the model's lexicon, materialised by plain autograd ops."""
-    dec = m.decoder
-    src_feat, tgt_feat = dec.lexicon_features(x, extra["encoder_out"])
-    weight, bias = dec.output_weight_bias()
-    if dec.lexicon_kind == "separable":
-        return reference_separable_log_probs(src_feat, tgt_feat, weight, bias)
-    hidden = torch.relu(src_feat[:, None] + tgt_feat[:, :, None])
-    return class_log_probs(hidden, dec.lex_class_proj.weight, dec.lex_class_proj.bias, weight, bias,
-                           dec.class_layout())
-
-
-def gold_of(lex, target):
-    return lex.gather(-1, target[:, :, None, None].expand(-1, -1, lex.size(2), 1)).squeeze(-1)
 
 
 @pytest.fixture(scope="module", params=[(k, a, o, t) for k in KINDS for a, o in ORDERS for t in (0, 2)],
@@ -72,32 +55,6 @@ def test_mixture_is_a_distribution(model):
     src, lens, prev, _ = batch(d)
     log_probs, extra = m(src, lens, prev)
     torch.testing.assert_close(log_probs.exp().sum(-1), torch.ones(prev.shape, dtype=F64))
-
-
-def brute_force_loglik(m, src, lens, prev, target):
-    """log p(E | F) summed over every alignment sequence of the real source positions, from the materialised
-    lexicon (zero order: p(j | i); first order: p(j | j') from the model's transition tables)."""
-    x, extra = m(src, lens, prev, features_only=True)
-    gold = gold_of(full_lexicon(m, x, extra), target)
-    first = m.decoder.first_order is not None
-    out = []
-    for b in range(src.size(0)):
-        real = (~extra["src_pad"][b]).nonzero().squeeze(1).tolist()
-        n_tgt = int(target[b].ne(m.decoder.padding_idx).sum())
-        total = 0.0
-        for align in itertools.product(real, repeat=n_tgt):
-            lp = 0.0
-            for i, j in enumerate(align):
-                if not first:
-                    lp += extra["log_align"][b, i, j].item()
-                elif i == 0:
-                    lp += extra["log_init"][b, 0, j].item()
-                else:
-                    lp += extra["log_trans"][b, i, align[i - 1], j].item()
-                lp += gold[b, i, j].item()
-            total += math.exp(lp)
-        out.append(math.log(total))
-    return torch.tensor(out, dtype=F64)
 
 
 @pytest.mark.parametrize("kind", KINDS)
