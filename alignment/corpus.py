@@ -252,7 +252,29 @@ def _train_cmd(md: ModelDir, opts, s: str, t: str, max_update: int) -> List[str]
         cmd += ["--disable-validation", "--save-interval-updates", "200", "--keep-interval-updates", "1"]
     if opts.cpu:
         cmd.append("--cpu")
+    if _bf16_training(opts):  # CPU autocast (hmm_nmt.compat.cpu_bf16), the softmax lexicon's matmuls too
+        cmd += ["--bf16", "--lexicon-dtype", "bf16"]
     return cmd
+
+
+def _bf16_training(opts) -> bool:
+    """bf16 training: CPUs only (fairseq 0.12's own --bf16 is a TPU path); --precision auto trains a GPU in fp32."""
+    return _bf16(opts) and _device(opts).type == "cpu"
+
+
+def _device(opts):
+    import torch
+
+    return torch.device("cuda" if torch.cuda.is_available() and not opts.cpu else "cpu")
+
+
+def _bf16(opts) -> bool:
+    """Whether --precision means bf16 matmuls on this machine (auto: where they are native)."""
+    import torch
+
+    from hmm_nmt.hmm.precision import lexicon_dtype
+
+    return lexicon_dtype(opts.precision, _device(opts)) == torch.bfloat16
 
 
 _UPDATES = re.compile(r'"(?:train_)?num_updates": "(\d+)"')
@@ -311,7 +333,8 @@ def train(md: ModelDir, opts, max_update: int, progress: bool) -> None:
             with open(log, encoding="utf-8", errors="replace") as f:
                 tail = [x for x in f.read().splitlines() if x.strip()][-3:]
             raise CorpusError(f"training {name} failed (log: {log}): {' | '.join(tail)}")
-        md.mark(f"train.{name}", max_update=max_update, updates=_last_update(log))
+        md.mark(f"train.{name}", max_update=max_update, updates=_last_update(log),
+                precision="bf16" if _bf16_training(opts) else "fp32")
 
 
 ALIGN_CHUNK = 20000  # pairs aligned at a time: memory stays bounded whatever the corpus size
@@ -351,6 +374,7 @@ def align(md: ModelDir, opts, src, tgt) -> List[Tuple[int, str]]:
 
     import torch
 
+    from hmm_nmt.hmm.precision import autocast
     from hmm_nmt_align.base.links import parse_decision
     from hmm_nmt_align.base.segment import load_segmenter
 
@@ -366,6 +390,9 @@ def align(md: ModelDir, opts, src, tgt) -> List[Tuple[int, str]]:
     segmenter = load_segmenter(md.file("codes"), None)
     fwd = load_model(md.file("fwd", "checkpoint_last.pt"), md.file("bin"), opts.cpu)
     rev = load_model(md.file("rev", "checkpoint_last.pt"), md.file("bin"), opts.cpu)
+    bf16 = _bf16(opts)
+    for model, _ in (fwd, rev):  # whatever precision trained it
+        model.decoder.lexicon_dtype_name = "bf16" if bf16 else "fp32"
     bar = None
     if not opts.no_progress:
         from tqdm import tqdm
@@ -379,7 +406,8 @@ def align(md: ModelDir, opts, src, tgt) -> List[Tuple[int, str]]:
                  for k, p in paths.items()}
         for start in range(0, len(src), ALIGN_CHUNK):
             s, t = src[start:start + ALIGN_CHUNK], tgt[start:start + ALIGN_CHUNK]
-            out, e = _align_chunk(fwd, rev, opts, s, t, segmenter, decision, threshold)
+            with autocast("bf16" if bf16 else "fp32", _device(opts)):
+                out, e = _align_chunk(fwd, rev, opts, s, t, segmenter, decision, threshold)
             errors += [(start + k, why) for k, why in e]
             for k, f in files.items():
                 if k == "scores":
@@ -466,6 +494,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--threads", type=positive, default=max(1, min(os.cpu_count() or 1, 16)),
                    help="CPU threads, split between the two directions (default: the machine's cores)")
     r.add_argument("--cpu", action="store_true", help="stay on the CPU when a GPU is present")
+    r.add_argument("--precision", choices=["fp32", "bf16", "auto"], default="fp32",
+                   help="the matmuls of training and alignment: fp32 (default), bf16 (autocast; parameters, "
+                        "optimizer and the HMM sums stay fp32), or auto: bf16 where the CPU multiplies it natively "
+                        "(AVX512-BF16, AMX), else fp32. bf16 training is for CPUs")
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
 
@@ -486,6 +518,9 @@ def run(opts) -> int:
     if opts.patience < 0:
         raise CorpusError(f"--patience must be >= 0, got {opts.patience}")
     _check_outputs(opts)
+    if opts.precision == "bf16" and not opts.align_only and _device(opts).type == "cuda":
+        raise CorpusError("--precision bf16 trains on CPUs only (fairseq 0.12's --bf16 is its TPU path): train on "
+                          "the GPU in fp32, then --align-only --precision bf16")
     src, tgt = read_corpus(opts.src, opts.tgt, opts.input)
     md = ModelDir(opts.model_dir)
     finished = md.done("train.fwd") and md.done("train.rev")

@@ -6,6 +6,7 @@ before the pieces meet the dictionary; the pieces are binarized with the model's
 ``translate(..., alignment=True)`` and by the raw-text path of ``hmm-nmt-align``.
 """
 import concurrent.futures
+import contextlib
 import threading
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
@@ -103,15 +104,21 @@ def _both_at_once(items, rev_items):
     """Both generators run to the end side by side. An error in either (or Ctrl-C here) stops the other at
     its next sentence and is raised here, so an interrupted run exits within one batch."""
     threads = torch.get_num_threads()
+    # autocast is per thread: the workers compute in the caller's precision
+    cast = {d: (torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in ("cpu", "cuda")}
     stop = threading.Event()
 
     def run(gen):
         torch.set_num_threads(threads)  # the worker thread's own intra-op setting
         out = []
-        for it in gen:
-            if stop.is_set():
-                break
-            out.append(it)
+        with contextlib.ExitStack() as stack:
+            for d, (on, dtype) in cast.items():
+                if on:
+                    stack.enter_context(torch.autocast(d, dtype=dtype))
+            for it in gen:
+                if stop.is_set():
+                    break
+                out.append(it)
         return out
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:

@@ -8,6 +8,7 @@ instead of in float32, where summing the same terms in another order differs by 
 The lexicon's matmuls may run in bf16 (``--lexicon-dtype``); :func:`lexicon_dtype` resolves that choice per
 device, since bf16 only pays where the hardware multiplies it natively.
 """
+import contextlib
 import functools
 import logging
 
@@ -75,3 +76,12 @@ def lexicon_dtype(name: str, device: torch.device) -> torch.dtype:
         raise ValueError(f"--lexicon-dtype: unknown value {name!r} (choices: {', '.join(LEXICON_DTYPE_CHOICES)})")
     device = torch.device(device)
     return _resolve(name, device.type, device.index)
+
+
+def autocast(name: str, device: torch.device):
+    """A context in which the matmuls of a whole model run in ``name``'s dtype on ``device`` (resolved as
+    :func:`lexicon_dtype`): bf16 autocast, or nothing for fp32. The HMM code keeps its accumulations in fp32."""
+    device = torch.device(device)
+    if lexicon_dtype(name, device) == torch.bfloat16:
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()

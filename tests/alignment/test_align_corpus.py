@@ -145,6 +145,20 @@ def test_the_model_options_train_and_align(made, tmp_path, option, value):
 
 
 @pytest.mark.slow
+def test_precision_bf16_trains_and_aligns_under_autocast(made, tmp_path):
+    work, src, _, _ = made
+    p = run(work, "-s", "c.src", "-t", "c.tgt", "--model-dir", str(tmp_path / "m"), "-o", str(tmp_path / "c.align"),
+            *TINY, "--precision", "bf16")
+    assert p.returncode == 0, p.stderr[-2000:]
+    for d in ("fwd", "rev"):
+        assert "--bf16 on CPU: bfloat16 autocast" in (tmp_path / "m" / d / "train.log").read_text()
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    assert manifest["done"]["train.fwd"]["precision"] == "bf16"
+    links = _links(tmp_path / "c.align")
+    assert len(links) == len(src) and links[3] == []
+
+
+@pytest.mark.slow
 def test_rerun_reuses_the_model_and_align_only_aligns_new_text_without_training(made):
     work, src, tgt, _ = made
     before = (work / "m" / "fwd" / "checkpoint_last.pt").stat().st_mtime_ns

@@ -32,3 +32,20 @@ def test_an_error_in_one_direction_stops_the_other_promptly():
         _both_at_once(endless(), failing())
     assert time.monotonic() - start < 30
     assert next(produced) < 3000  # the endless direction stopped instead of running on
+
+
+@pytest.mark.parametrize("cast", [False, True])
+def test_the_directions_compute_in_the_callers_precision(cast):
+    """Autocast is per thread: under the caller's bf16 autocast both workers' matmuls are bf16, else fp32."""
+    import contextlib
+
+    import torch
+
+    def products():
+        yield (torch.ones(2, 3) @ torch.ones(3, 2)).dtype
+
+    ctx = torch.autocast("cpu", dtype=torch.bfloat16) if cast else contextlib.nullcontext()
+    with ctx:
+        fwd, rev = _both_at_once(products(), products())
+    want = torch.bfloat16 if cast else torch.float32
+    assert fwd == [want] and rev == [want]
