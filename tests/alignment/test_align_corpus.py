@@ -129,33 +129,29 @@ def test_each_direction_alone_equals_that_model_aligning_on_its_own(made, tmp_pa
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("option,value", [("lexicon", "class"), ("lexicon", "separable"), ("target_context", "both")])
-def test_the_model_options_train_and_align(made, tmp_path, option, value):
+@pytest.mark.parametrize("options", [{"lexicon": "class"},
+                                     {"lexicon": "separable", "target_context": "both", "precision": "bf16"}])
+def test_the_model_options_train_and_align(made, tmp_path, options):
+    """Each model option reaches both checkpoints and the manifest; --precision bf16 trains and aligns under
+    autocast (one run with the others: each real training costs the suite time)."""
     work, src, _, _ = made
+    flags = [x for k, v in options.items() for x in ("--" + k.replace("_", "-"), v)]
     p = run(work, "-s", "c.src", "-t", "c.tgt", "--model-dir", str(tmp_path / "m"), "-o", str(tmp_path / "c.align"),
-            *TINY, "--" + option.replace("_", "-"), value)
+            *TINY, *flags)
     assert p.returncode == 0, p.stderr[-2000:]
     import torch
 
-    ckpt = torch.load(tmp_path / "m" / "rev" / "checkpoint_last.pt", map_location="cpu", weights_only=False)
-    assert getattr(ckpt["cfg"]["model"], option) == value
-    assert json.loads((tmp_path / "m" / "manifest.json").read_text())["config"][option] == value
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    for d in ("fwd", "rev"):
+        ckpt = torch.load(tmp_path / "m" / d / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+        for k, v in options.items():
+            if k != "precision":
+                assert getattr(ckpt["cfg"]["model"], k) == v and manifest["config"][k] == v
+        bf16 = "--bf16 on CPU: bfloat16 autocast" in (tmp_path / "m" / d / "train.log").read_text()
+        assert bf16 == (options.get("precision") == "bf16")
+        assert manifest["done"][f"train.{d}"]["precision"] == options.get("precision", "fp32")
     links = _links(tmp_path / "c.align")
     assert len(links) == len(src) and links[3] == [] and sum(map(len, links)) > 0
-
-
-@pytest.mark.slow
-def test_precision_bf16_trains_and_aligns_under_autocast(made, tmp_path):
-    work, src, _, _ = made
-    p = run(work, "-s", "c.src", "-t", "c.tgt", "--model-dir", str(tmp_path / "m"), "-o", str(tmp_path / "c.align"),
-            *TINY, "--precision", "bf16")
-    assert p.returncode == 0, p.stderr[-2000:]
-    for d in ("fwd", "rev"):
-        assert "--bf16 on CPU: bfloat16 autocast" in (tmp_path / "m" / d / "train.log").read_text()
-    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
-    assert manifest["done"]["train.fwd"]["precision"] == "bf16"
-    links = _links(tmp_path / "c.align")
-    assert len(links) == len(src) and links[3] == []
 
 
 @pytest.mark.slow
@@ -262,3 +258,31 @@ def test_ctrl_c_during_training_then_the_same_command_resumes(made, tmp_path, ho
     manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
     assert manifest["done"]["train.fwd"]["updates"] == 40 and manifest["done"]["train.rev"]["updates"] == 40
     assert len((tmp_path / "out.align").read_text().split("\n")) - 1 == len((work / "c.src").read_text().splitlines())
+
+
+@pytest.mark.slow
+def test_sigterm_during_alignment_leaves_no_output_and_no_temporary_file(made, tmp_path):
+    """A scheduler's SIGTERM while the pairs are being aligned (the two directions in their threads): exit 130
+    with the one-line note, no -o/-f/--scores file, and none of their temporary files left beside them."""
+    import signal
+    import time
+
+    work, src, tgt, _ = made
+    many = 500  # copies of the corpus: alignment lasts long enough to be interrupted in the middle
+    (tmp_path / "big.txt").write_text("".join(f"{s} ||| {t}\n" for s, t in zip(src, tgt) if s and t) * many)
+    env = dict(os.environ, OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    proc = subprocess.Popen(corpus_cmd("-i", "big.txt", "--model-dir", str(work / "m"), "--align-only", "-o", "o.align",
+                                       "-f", "o.fwd", "--scores", "o.scores", "--threads", "2", "--no-progress"),
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = []
+    while not any("aligning" in line for line in seen) and proc.poll() is None:
+        seen.append(proc.stderr.readline())
+    assert "aligning" in seen[-1], seen
+    time.sleep(1.0)
+    assert proc.poll() is None, "alignment finished before it could be interrupted: raise `many`"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130 and "interrupted; run the same command again to continue" in err, err[-2000:]
+    assert "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.txt"]
