@@ -15,9 +15,13 @@ def corpus_cmd(*args):
     return [sys.executable, "-c", "import sys; from hmm_nmt_align.corpus import main; sys.exit(main())", *args]
 
 
+def _env():
+    return dict(os.environ, OMP_NUM_THREADS="1",
+                PYTHONPATH=os.pathsep.join([ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+
+
 def run(cwd, *args):
-    env = dict(os.environ, OMP_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join([ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    env = _env()
     return subprocess.run(corpus_cmd(*args), cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
 
 
@@ -69,8 +73,7 @@ def test_scores_are_line_parallel_to_the_merged_links_and_pass_its_threshold(mad
 
 
 def _extract(cwd, *args):
-    env = dict(os.environ, OMP_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join([ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    env = _env()
     cmd = [sys.executable, "-c", "import sys; from hmm_nmt_align.extract import main; sys.exit(main())", *args]
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
 
@@ -225,8 +228,7 @@ def test_ctrl_c_during_training_then_the_same_command_resumes(made, tmp_path, ho
     import time
 
     work, _, _, _ = made
-    env = dict(os.environ, OMP_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join([ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    env = _env()
     args = ["-s", str(work / "c.src"), "-t", str(work / "c.tgt"), "--model-dir", str(tmp_path / "m"),
             "-o", str(tmp_path / "out.align"), *TINY[:1], "40", *TINY[2:]]
     proc = subprocess.Popen(corpus_cmd(*args), cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -270,8 +272,7 @@ def test_sigterm_during_alignment_leaves_no_output_and_no_temporary_file(made, t
     work, src, tgt, _ = made
     many = 500  # copies of the corpus: alignment lasts long enough to be interrupted in the middle
     (tmp_path / "big.txt").write_text("".join(f"{s} ||| {t}\n" for s, t in zip(src, tgt) if s and t) * many)
-    env = dict(os.environ, OMP_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join([ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    env = _env()
     proc = subprocess.Popen(corpus_cmd("-i", "big.txt", "--model-dir", str(work / "m"), "--align-only", "-o", "o.align",
                                        "-f", "o.fwd", "--scores", "o.scores", "--threads", "2", "--no-progress"),
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
