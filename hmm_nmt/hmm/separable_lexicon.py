@@ -45,7 +45,9 @@ def separable_logits(src_feat: Tensor, tgt_feat: Tensor, weight: Tensor, bias: O
 def _shifted_exp(x: Tensor) -> Tuple[Tensor, Tensor]:
     """(exp(x - m), m) with m the row max, detached: log Z does not depend on the shift, nor its gradient."""
     m = x.detach().amax(-1, keepdim=True)
-    return (x - m).exp(), m
+    if x.requires_grad and torch.is_grad_enabled():
+        return (x - m).exp(), m
+    return torch.sub(x, m).exp_(), m  # decoding: one (rows, V) buffer, not two
 
 
 def _grouped_bmm(x: Tensor, y: Tensor, owner: Optional[Tensor]) -> Tensor:
@@ -57,8 +59,10 @@ def _grouped_bmm(x: Tensor, y: Tensor, owner: Optional[Tensor]) -> Tensor:
     k = int(counts[0]) if counts.numel() else 0
     if counts.numel() != y.size(0) or k == 0 or not bool((counts == k).all()):
         return torch.bmm(x, y[owner])
-    order = torch.argsort(owner, stable=True)
     rows, tgt_len, inner = x.shape
+    if bool((owner[1:] >= owner[:-1]).all()):  # fairseq's layout, a sentence's beams side by side: no reordering
+        return torch.bmm(x.reshape(y.size(0), k * tgt_len, inner), y).view(rows, tgt_len, -1)
+    order = torch.argsort(owner, stable=True)
     out = torch.bmm(x[order].reshape(y.size(0), k * tgt_len, inner), y).view(rows, tgt_len, -1)
     return out.new_empty(out.shape).index_copy_(0, order, out)
 
@@ -136,8 +140,12 @@ def separable_log_mixture(src_feat: Tensor, tgt_feat: Tensor, log_align: Tensor,
         for s in range(0, b.size(1), step):
             rows = ea[batch, keep_idx[:, s:s + step]]  # (B, i, K, V)
             mix[:, s:s + step] = torch.einsum("bik,bikv->biv", w[:, s:s + step], rows)
-    out = mix.clamp(min=_floor(mix.dtype)).log_().add_(peak).add_(b)
-    small = mix < _floor(mix.dtype)
+    floor = _floor(mix.dtype)
+    if mix.numel() == 0 or bool(mix.amin() >= floor):  # the usual case: one reduction, then in place
+        out = mix.log_().add_(peak).add_(b)
+        return (out, logz) if return_logz else out
+    out = mix.clamp(min=floor).log_().add_(peak).add_(b)
+    small = mix < floor
     if bool(small.any()):  # every weighted source row is far below its own max at this word: exact over j
         bb, ii, vv = small.nonzero(as_tuple=True)
         src_rows = bb if owner is None else owner[bb]
