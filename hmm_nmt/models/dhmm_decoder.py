@@ -219,12 +219,13 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
         """``--lexicon separable`` decoding: ((a, exp(a - m), m) of each distinct source row, owner (B,)).
 
         The beams of a sentence are copies of one source: the B x J x V source terms are kept once per
-        distinct row (found by exact equality) and every hypothesis points at its row, so each step reads
-        them once per sentence, not once per beam. Reordering moves only ``owner``.
+        run of equal rows (found by exact equality; fairseq puts a sentence's beams side by side) and every
+        hypothesis points at its row, so each step reads them once per sentence, not once per beam, and
+        ``owner`` stays sorted (no reordering in the matmuls). Reordering moves only ``owner``.
         """
         saved = self.get_incremental_state(incremental_state, "separable")
         if saved is None:
-            uniq, owner = torch.unique(src_feat.reshape(src_feat.size(0), -1), dim=0, return_inverse=True)
+            uniq, owner = torch.unique_consecutive(src_feat.reshape(src_feat.size(0), -1), dim=0, return_inverse=True)
             a, ea, ma = source_terms(uniq.view(-1, *src_feat.shape[1:]), *self.output_weight_bias())
             saved = {"a": a, "ea": ea, "ma": ma, "owner": owner}
             self.set_incremental_state(incremental_state, "separable", saved)
