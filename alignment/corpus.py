@@ -150,10 +150,12 @@ class ModelDir:
 
 
 MODEL_KEYS = ("merges", "embed_dim", "ffn_dim", "layers", "heads", "max_tokens", "lr", "warmup_updates", "dropout",
-              "seed", "max_update", "patience", "valid_lines", "lexicon", "target_context")
+              "seed", "max_update", "patience", "valid_lines", "lexicon", "target_context", "lr_schedule",
+              "label_smoothing")
 ARCH_KEYS = ("embed_dim", "ffn_dim", "layers", "heads", "dropout", "lexicon", "target_context")
 # what a manifest written before a key existed means by it
-KEY_DEFAULTS = {"lexicon": "softmax", "target_context": "past"}
+KEY_DEFAULTS = {"lexicon": "softmax", "target_context": "past", "lr_schedule": "inverse-sqrt",
+                "label_smoothing": 0.1}
 
 
 def _config(opts) -> dict:
@@ -236,8 +238,9 @@ def _train_cmd(md: ModelDir, opts, s: str, t: str, max_update: int) -> List[str]
            "--encoder-ffn-embed-dim", str(opts.ffn_dim), "--decoder-ffn-embed-dim", str(opts.ffn_dim),
            "--encoder-attention-heads", str(opts.heads), "--decoder-attention-heads", str(opts.heads),
            "--dropout", str(opts.dropout), "--criterion", "dhmm_label_smoothed_cross_entropy",
-           "--label-smoothing", "0.1", "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--lr", str(opts.lr),
-           "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(opts.warmup_updates),
+           "--label-smoothing", str(opts.label_smoothing), "--optimizer", "adam", "--adam-betas", "(0.9,0.98)",
+           "--lr", str(opts.lr),
+           *_schedule(opts, max_update), "--warmup-updates", str(opts.warmup_updates),
            "--max-tokens", str(opts.max_tokens), "--max-update", str(max_update), "--seed", str(opts.seed),
            "--save-dir", md.file("fwd" if s == "src" else "rev"), "--no-epoch-checkpoints",
            # the optimizer state is kept: fairseq restores the update count from it
@@ -255,6 +258,14 @@ def _train_cmd(md: ModelDir, opts, s: str, t: str, max_update: int) -> List[str]
     if _bf16_training(opts):  # CPU autocast (hmm_nmt.compat.cpu_bf16), the softmax lexicon's matmuls too
         cmd += ["--bf16", "--lexicon-dtype", "bf16"]
     return cmd
+
+
+def _schedule(opts, max_update: int) -> List[str]:
+    """fairseq's scheduler flags: ``linear`` decays to 0 at ``max_update`` (after --continue, the new total)."""
+    if opts.lr_schedule == "linear":
+        return ["--lr-scheduler", "polynomial_decay", "--power", "1", "--end-learning-rate", "0",
+                "--total-num-update", str(max_update)]
+    return ["--lr-scheduler", "inverse_sqrt"]
 
 
 def _bf16_training(opts) -> bool:
@@ -476,7 +487,11 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--max-tokens", type=positive, default=2048, help="tokens per training batch")
     m.add_argument("--lr", type=float, default=2e-3)
     m.add_argument("--warmup-updates", type=positive, default=200)
+    m.add_argument("--lr-schedule", choices=["inverse-sqrt", "linear"], default="inverse-sqrt",
+                   help="after the warm-up: inverse square root (default), or linear decay to 0 at the last update")
     m.add_argument("--dropout", type=float, default=0.1)
+    m.add_argument("--label-smoothing", type=float, default=0.1,
+                   help="label smoothing of the lexicon at each step of the sum over alignments (0: the exact NLL)")
     m.add_argument("--seed", type=int, default=1)
     m.add_argument("--max-update", type=positive, default=4800, help="updates per direction (default 4800)")
     m.add_argument("--patience", type=int, default=0,
@@ -517,6 +532,8 @@ def run(opts) -> int:
         raise CorpusError(f"--links: {e}") from None
     if opts.patience < 0:
         raise CorpusError(f"--patience must be >= 0, got {opts.patience}")
+    if not 0 <= opts.label_smoothing < 1:
+        raise CorpusError(f"--label-smoothing must be in [0, 1), got {opts.label_smoothing}")
     _check_outputs(opts)
     if opts.precision == "bf16" and not opts.align_only and _device(opts).type == "cuda":
         raise CorpusError("--precision bf16 trains on CPUs only (fairseq 0.12's --bf16 is its TPU path): train on "

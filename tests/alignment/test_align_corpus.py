@@ -132,13 +132,13 @@ def test_each_direction_alone_equals_that_model_aligning_on_its_own(made, tmp_pa
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("options", [{"lexicon": "class"},
+@pytest.mark.parametrize("options", [{"lexicon": "class", "lr_schedule": "linear", "label_smoothing": 0.0},
                                      {"lexicon": "separable", "target_context": "both", "precision": "bf16"}])
 def test_the_model_options_train_and_align(made, tmp_path, options):
     """Each model option reaches both checkpoints and the manifest; --precision bf16 trains and aligns under
     autocast (one run with the others: each real training costs the suite time)."""
     work, src, _, _ = made
-    flags = [x for k, v in options.items() for x in ("--" + k.replace("_", "-"), v)]
+    flags = [x for k, v in options.items() for x in ("--" + k.replace("_", "-"), str(v))]
     p = run(work, "-s", "c.src", "-t", "c.tgt", "--model-dir", str(tmp_path / "m"), "-o", str(tmp_path / "c.align"),
             *TINY, *flags)
     assert p.returncode == 0, p.stderr[-2000:]
@@ -147,9 +147,15 @@ def test_the_model_options_train_and_align(made, tmp_path, options):
     manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
     for d in ("fwd", "rev"):
         ckpt = torch.load(tmp_path / "m" / d / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+        cfg = ckpt["cfg"]
         for k, v in options.items():
-            if k != "precision":
-                assert getattr(ckpt["cfg"]["model"], k) == v and manifest["config"][k] == v
+            if k == "lr_schedule":  # linear: decays to 0 at the last update
+                assert (cfg["lr_scheduler"]["_name"], cfg["lr_scheduler"]["total_num_update"]) == ("polynomial_decay", 6)
+                assert ckpt["last_optimizer_state"]["param_groups"][0]["lr"] == 0 and manifest["config"][k] == v
+            elif k == "label_smoothing":
+                assert cfg["criterion"]["label_smoothing"] == v and manifest["config"][k] == v
+            elif k != "precision":
+                assert getattr(cfg["model"], k) == v and manifest["config"][k] == v
         bf16 = "--bf16 on CPU: bfloat16 autocast" in (tmp_path / "m" / d / "train.log").read_text()
         assert bf16 == (options.get("precision") == "bf16")
         assert manifest["done"][f"train.{d}"]["precision"] == options.get("precision", "fp32")
@@ -206,6 +212,8 @@ def test_continue_trains_the_model_further(made, tmp_path):
     ({"a.src": "x\n", "a.tgt": "y\n"}, ["-s", "a.src", "-t", "a.tgt", "-f", "o", "--scores", "s"], "give -o too"),
     ({"a.src": "x\n", "a.tgt": "y\n"}, ["-s", "a.src", "-t", "a.tgt", "-o", "o", "--max-update", "0"],
      "argument --max-update: must be >= 1, got 0"),
+    ({"a.src": "x\n", "a.tgt": "y\n"}, ["-s", "a.src", "-t", "a.tgt", "-o", "o", "--label-smoothing", "1"],
+     "--label-smoothing must be in [0, 1), got 1.0"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, content, args, message):
     for name, text in content.items():
