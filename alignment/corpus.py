@@ -279,6 +279,22 @@ def _device(opts):
     return torch.device("cuda" if torch.cuda.is_available() and not opts.cpu else "cpu")
 
 
+def _gpus(opts) -> int:
+    """CUDA devices the command may use (0 with --cpu)."""
+    import torch
+
+    return 0 if opts.cpu or not torch.cuda.is_available() else torch.cuda.device_count()
+
+
+def _direction_env(opts, k: int, env: dict) -> dict:
+    """The environment of direction k's trainer: with two GPUs or more, one GPU each (the k-th visible one)."""
+    if _gpus(opts) < 2:
+        return env
+    visible = [d for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()] \
+        or [str(d) for d in range(_gpus(opts))]
+    return dict(env, CUDA_VISIBLE_DEVICES=visible[k % len(visible)])
+
+
 def _bf16(opts) -> bool:
     """Whether --precision means bf16 matmuls on this machine (auto: where they are native)."""
     import torch
@@ -309,15 +325,18 @@ def train(md: ModelDir, opts, max_update: int, progress: bool) -> None:
     if not pending:
         return
     which = "both directions" if len(pending) == 2 else f"the {pending[0][0]} direction"
-    _log(f"training the first-order direct HMM, {which} ({max_update} updates each, {threads} "
-         f"thread{'s' if threads > 1 else ''} each); log: {md.file(pending[0][0], 'train.log')}")
+    where = "one GPU each" if _gpus(opts) >= 2 and len(pending) == 2 else \
+        f"{threads} thread{'s' if threads > 1 else ''} each"
+    _log(f"training the first-order direct HMM, {which} ({max_update} updates each, {where}); "
+         f"log: {md.file(pending[0][0], 'train.log')}")
     procs = {}
-    for name, s, t in pending:
+    for k, (name, s, t) in enumerate(pending):
         os.makedirs(md.file(name), exist_ok=True)
         log = md.file(name, "train.log")
         with open(log, "a", encoding="utf-8") as f:
             procs[name] = (subprocess.Popen(_train_cmd(md, opts, s, t, max_update), stdout=f,
-                                            stderr=subprocess.STDOUT, env=env, start_new_session=True), log)
+                                            stderr=subprocess.STDOUT, env=_direction_env(opts, k, env),
+                                            start_new_session=True), log)
     bar = None
     if progress:
         from tqdm import tqdm
@@ -401,6 +420,8 @@ def align(md: ModelDir, opts, src, tgt) -> List[Tuple[int, str]]:
     segmenter = load_segmenter(md.file("codes"), None)
     fwd = load_model(md.file("fwd", "checkpoint_last.pt"), md.file("bin"), opts.cpu)
     rev = load_model(md.file("rev", "checkpoint_last.pt"), md.file("bin"), opts.cpu)
+    if _gpus(opts) >= 2:  # the two directions side by side on two GPUs, as in training
+        rev[0].to("cuda:1")
     bf16 = _bf16(opts)
     for model, _ in (fwd, rev):  # whatever precision trained it
         model.decoder.lexicon_dtype_name = "bf16" if bf16 else "fp32"

@@ -295,3 +295,21 @@ def test_sigterm_during_alignment_leaves_no_output_and_no_temporary_file(made, t
     assert proc.returncode == 130 and "interrupted; run the same command again to continue" in err, err[-2000:]
     assert "Traceback" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.txt"]
+
+
+@pytest.mark.parametrize("gpus,visible,expected", [(0, None, [None, None]), (1, None, [None, None]),
+                                                   (2, None, ["0", "1"]), (4, "2,3", ["2", "3"])])
+def test_two_gpus_or_more_train_one_direction_each(monkeypatch, gpus, visible, expected):
+    """With two GPUs or more each direction's trainer sees one (the k-th the user made visible); with fewer,
+    or --cpu, the environment is left as it is."""
+    import torch
+
+    from hmm_nmt_align.corpus import _direction_env, build_parser
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpus > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    env = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
+    for cpu in (False, True):
+        opts = build_parser().parse_args(["-s", "a", "-t", "b", "--model-dir", "m"] + (["--cpu"] if cpu else []))
+        got = [_direction_env(opts, k, env).get("CUDA_VISIBLE_DEVICES") for k in (0, 1)]
+        assert got == ([visible, visible] if cpu or gpus < 2 else expected)
