@@ -130,11 +130,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="Forced word alignment of sentence pairs with a fairseq checkpoint, written as word-level "
                     "Pharaoh (source-target, 0-based) in input order. Input: the reference pairs of a binarized "
                     "subset (--data), or word-tokenised parallel text (--src-text/--tgt-text), segmented here.")
-    p.add_argument("--path", metavar="CKPT", help="checkpoint (.pt) of a transformer_dhmm or transformer")
-    p.add_argument("--model-dir", metavar="DIR",
+    p.add_argument("--path", metavar="CKPT[:CKPT...]",
+                   help="checkpoint (.pt) of a transformer_dhmm or transformer; several transformer_dhmm checkpoints "
+                        "of one dictionary, separated by ':', are an ensemble: their matrices are averaged")
+    p.add_argument("--model-dir", metavar="DIR[:DIR...]",
                    help="instead of --path/--rev-path/--data/--bpe-codes: a model directory of hmm-nmt-align-corpus "
                         "(text input; both directions merged as that command does, --method posterior "
-                        "--symmetrize prod --links threshold:0.1 --pool words, unless given)")
+                        "--symmetrize prod --links threshold:0.1 --pool words, unless given); several, separated by "
+                        "':', made from one corpus with other seeds, are an ensemble in each direction")
     p.add_argument("--data", metavar="DIR",
                    help="fairseq-preprocess output directory (binarized input); with --src-text: a folder with the "
                         "model's dict.SRC.txt/dict.TGT.txt (default: next to the checkpoint, else its training data-bin)")
@@ -151,8 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--links", metavar="D",
                    help="argmax (default: each target word its best source word), mutual, union or threshold:T "
                         "(every link with probability > T; many-to-many)")
-    p.add_argument("--rev-path", metavar="CKPT",
-                   help="target-to-source checkpoint: align both directions and merge them with --symmetrize")
+    p.add_argument("--rev-path", metavar="CKPT[:CKPT...]",
+                   help="target-to-source checkpoint (or an ensemble, as --path): align both directions and merge "
+                        "them with --symmetrize")
     p.add_argument("--rev-data", metavar="DIR", help="--data of the reverse checkpoint (default: as for --data)")
     p.add_argument("--symmetrize", choices=list(SOFT) + list(HARD_SYMMETRIZATIONS),
                    help="with --rev-path: prod or mean combine the two directions' matrices before --links (soft); "
@@ -206,17 +210,56 @@ def _apply_model_dir(args) -> None:
         raise ExtractionError(f"--model-dir holds the checkpoints, dictionaries and BPE codes: drop {', '.join(given)}")
     if args.src_text is None or args.tgt_text is None:
         raise ExtractionError("--model-dir aligns text: give --src-text and --tgt-text")
-    md = ModelDir(args.model_dir)
-    if md.data is None or not (md.done("train.fwd") and md.done("train.rev")):
-        raise ExtractionError(f"--model-dir {args.model_dir}: not a finished model directory of hmm-nmt-align-corpus "
-                              "(no manifest.json with both directions trained)")
-    args.path, args.rev_path = md.file("fwd", "checkpoint_last.pt"), md.file("rev", "checkpoint_last.pt")
-    args.data = args.rev_data = md.file("bin")
-    args.bpe_codes = md.file("codes")
+    dirs = [ModelDir(d) for d in args.model_dir.split(os.pathsep)]
+    for md in dirs:
+        if md.data is None or not (md.done("train.fwd") and md.done("train.rev")):
+            raise ExtractionError(f"--model-dir {md.path}: not a finished model directory of hmm-nmt-align-corpus "
+                                  "(no manifest.json with both directions trained)")
+    for md in dirs[1:]:  # an ensemble reads one segmentation and one dictionary
+        for part in (("codes",), ("bin", "dict.src.txt"), ("bin", "dict.tgt.txt")):
+            if not _same_file(dirs[0].file(*part), md.file(*part)):
+                raise ExtractionError(f"--model-dir: {md.path} and {dirs[0].path} have different "
+                                      f"{'/'.join(part)}: not one corpus and --merges")
+    args.path = os.pathsep.join(md.file("fwd", "checkpoint_last.pt") for md in dirs)
+    args.rev_path = os.pathsep.join(md.file("rev", "checkpoint_last.pt") for md in dirs)
+    args.data = args.rev_data = dirs[0].file("bin")
+    args.bpe_codes = dirs[0].file("codes")
     args.method = args.method or "posterior"
     args.symmetrize = args.symmetrize or DEFAULT_SYMMETRIZE
     args.links = args.links or DEFAULT_LINKS
     args.pool = args.pool or DEFAULT_POOL
+
+
+def _same_file(a: str, b: str) -> bool:
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        return fa.read() == fb.read()
+
+
+def checkpoints(text: Optional[str]) -> List[str]:
+    """The checkpoints of ``--path``/``--rev-path`` (several, separated by ':', are an ensemble)."""
+    return [p for p in (text or "").split(os.pathsep) if p]
+
+
+def load_aligner(text: str, data: Optional[str], cpu: bool, flag: str = "--path", data_flag: str = "--data"):
+    """``(model, task)`` of ``--path``: one checkpoint, or an :class:`~hmm_nmt.aligner.ensemble.AlignerEnsemble`
+    of several with the same dictionaries (the first one's task)."""
+    from .loading import load_model
+
+    loaded = [load_model(p, data, cpu, flag=flag, data_flag=data_flag) for p in checkpoints(text)]
+    if len(loaded) == 1:
+        return loaded[0]
+    from hmm_nmt.aligner.ensemble import AlignerEnsemble
+
+    first = loaded[0][1]
+    for (_, task), path in zip(loaded[1:], checkpoints(text)[1:]):
+        for side in ("source_dictionary", "target_dictionary"):
+            if getattr(task, side).symbols != getattr(first, side).symbols:
+                raise ExtractionError(f"{flag}: {path} has another {side.split('_')[0]} dictionary than "
+                                      f"{checkpoints(text)[0]}: an ensemble needs one dictionary")
+    try:
+        return AlignerEnsemble([m for m, _ in loaded]), first
+    except ValueError as e:
+        raise ExtractionError(f"{flag}: {e}") from None
 
 
 def _check_args(args) -> Tuple[List[str], LinkOptions]:
@@ -298,15 +341,13 @@ def _folder_files(flag: str, folder: Optional[str]):
 def input_files(args) -> List[Tuple[str, str]]:
     """``(flag, path)`` of every file the command reads: the checkpoints, texts, segmentation models, the
     dictionaries and binarized subsets of ``--data``/``--rev-data``, the ``--pieces`` files."""
-    out = [(f, getattr(args, a, None)) for f, a in (("--path", "path"), ("--rev-path", "rev_path"),
-                                                    ("--src-text", "src_text"), ("--tgt-text", "tgt_text"),
+    out = [(f, getattr(args, a, None)) for f, a in (("--src-text", "src_text"), ("--tgt-text", "tgt_text"),
                                                     ("--bpe-codes", "bpe_codes"), ("--spm-model", "spm_model"))]
     out += list(_folder_files("--data", getattr(args, "data", None)))
     out += list(_folder_files("--rev-data", getattr(args, "rev_data", None)))
     for flag in ("--path", "--rev-path"):  # the dictionaries next to a checkpoint may be the ones it loads
-        ck = getattr(args, flag[2:].replace("-", "_"), None)
-        if ck:
-            out += list(_folder_files(f"the {flag} folder", os.path.dirname(os.path.abspath(ck))))
+        for ck in checkpoints(getattr(args, flag[2:].replace("-", "_"), None)):
+            out += [(flag, ck)] + list(_folder_files(f"the {flag} folder", os.path.dirname(os.path.abspath(ck))))
     pieces = getattr(args, "pieces", None)
     if pieces:
         folder, base = os.path.split(os.path.abspath(pieces))
@@ -338,9 +379,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     line_errors: List[Tuple[int, str]] = []
     try:
         methods, opts = _check_args(args)  # before fairseq is imported: a bad flag answers at once
-        for flag, ck in (("--path", args.path), ("--rev-path", args.rev_path)):
-            if ck is not None and not os.path.isfile(ck):
-                raise ExtractionError(f"{flag}: checkpoint not found: {ck}")
+        for flag, text in (("--path", args.path), ("--rev-path", args.rev_path)):
+            for ck in checkpoints(text):
+                if not os.path.isfile(ck):
+                    raise ExtractionError(f"{flag}: checkpoint not found: {ck}")
         text = args.src_text is not None
         if text:  # fail on the text before spending time on the model
             from .raw_text import read_text_inputs
@@ -349,10 +391,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                                                                  args.spm_model)
         from hmm_nmt.aligner.matrices import available_methods, model_type, parse_layers, unavailable
 
-        from .loading import load_model
-
         setup_logging()
-        model, task = load_model(args.path, args.data, args.cpu)
+        model, task = load_aligner(args.path, args.data, args.cpu)
         for m in methods:
             avail = available_methods(model)
             if m not in avail:
@@ -360,8 +400,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         rev = None
         if args.rev_path:
             rev_data = args.rev_data or (args.data if not text else None)
-            rev = load_model(args.rev_path, rev_data, args.cpu, flag="--rev-path",
-                             data_flag="--rev-data" if args.rev_data else "--data")
+            rev = load_aligner(args.rev_path, rev_data, args.cpu, flag="--rev-path",
+                               data_flag="--rev-data" if args.rev_data else "--data")
             for m in methods:
                 if m not in available_methods(rev[0]):
                     raise ExtractionError("--rev-path: " + unavailable(m, model_type(rev[0]), available_methods(rev[0])))
