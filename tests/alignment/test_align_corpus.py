@@ -94,6 +94,29 @@ def test_hmm_nmt_align_model_dir_aligns_text_as_the_corpus_command_does(made, tm
 
 
 @pytest.mark.slow
+def test_model_dirs_of_one_corpus_align_as_an_ensemble(made, tmp_path):
+    """--model-dir A:B averages the two models' posteriors in each direction: two copies of one model give its
+    own links, and --path A:B does the same; a model directory of other BPE codes is refused in one line."""
+    work, _, _, _ = made
+    import shutil
+
+    shutil.copytree(work / "m", tmp_path / "m2")
+    text = ["--src-text", str(work / "c.src"), "--tgt-text", str(work / "c.tgt"), "--no-progress"]
+    p = _extract(tmp_path, "--model-dir", f"{work / 'm'}{os.pathsep}{tmp_path / 'm2'}", *text, "-o", "e.align")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert (tmp_path / "e.align").read_text() == (work / "c.align").read_text()
+    ck = f"{work / 'm' / 'fwd' / 'checkpoint_last.pt'}{os.pathsep}{tmp_path / 'm2' / 'fwd' / 'checkpoint_last.pt'}"
+    p = _extract(tmp_path, "--path", ck, "--data", str(work / "m" / "bin"), "--bpe-codes", str(work / "m" / "codes"),
+                 "--method", "posterior", "--links", "threshold:0.1", "--pool", "words", *text, "-o", "f.align")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert _links(tmp_path / "f.align") == [sorted(x) for x in _links(work / "c.fwd")]
+    (tmp_path / "m2" / "codes").write_text((tmp_path / "m2" / "codes").read_text() + "x y\n")
+    p = _extract(tmp_path, "--model-dir", f"{work / 'm'}{os.pathsep}{tmp_path / 'm2'}", *text, "-o", "g.align")
+    assert p.returncode == 2 and "have different codes" in p.stderr and not (tmp_path / "g.align").exists()
+    assert len(p.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
 def test_a_model_dir_from_before_the_lexicon_option_is_reused_as_softmax(made, tmp_path):
     work, _, _, _ = made
     import shutil
