@@ -12,9 +12,10 @@ stages, each recorded in ``DIR/manifest.json`` so that rerunning the same comman
 1. ``codes``: joint subword-nmt BPE learned on both sides (``--merges``, default 2,000: the Hansards setting);
 2. ``bin/``: the segmented pairs binarized with one joined dictionary (``--valid-lines`` pairs held out for
    ``--patience``);
-3. ``fwd/``, ``rev/``: the first-order direct HMM trained in both directions side by side, the threads split
-   between them (fairseq-train resumes from ``checkpoint_last.pt``);
-4. the alignment: the posteriors of both directions merged (``--symmetrize prod --links threshold:0.1``, pooled to
+3. ``fwd/``, ``rev/``: the first-order direct HMM (the separable lexicon; 4,800 updates, the learning rate
+   decaying linearly to 0) trained in both directions side by side, the threads (or two GPUs) split between
+   them (fairseq-train resumes from ``checkpoint_last.pt``);
+4. the alignment: the posteriors of both directions merged (``--symmetrize mean --links threshold:0.5``, pooled to
    words: the setting chosen on the Hansards trial pairs), written atomically.
 
 ``--align-only`` aligns with a finished model directory and trains nothing; ``--continue`` trains it further
@@ -42,7 +43,7 @@ from hmm_nmt_align.base.atomic import atomic_output, atomic_write
 MANIFEST = "manifest.json"
 # how the directions are merged and the links read off (chosen on the Hansards trial pairs); hmm-nmt-align
 # --model-dir uses the same
-DEFAULT_SYMMETRIZE, DEFAULT_LINKS, DEFAULT_POOL = "prod", "threshold:0.1", "words"
+DEFAULT_SYMMETRIZE, DEFAULT_LINKS, DEFAULT_POOL = "mean", "threshold:0.5", "words"
 VERSION = 1
 
 
@@ -499,17 +500,18 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--ffn-dim", type=positive, default=512)
     m.add_argument("--layers", type=positive, default=2, help="encoder and decoder layers (default 2)")
     m.add_argument("--heads", type=positive, default=4)
-    m.add_argument("--lexicon", choices=["softmax", "class", "separable"], default="softmax",
-                   help="the lexicon p(e | j): softmax over the vocabulary, class-factored, or separable (the softmax "
-                        "without its ReLU; both cheaper per update)")
+    m.add_argument("--lexicon", choices=["softmax", "class", "separable"], default="separable",
+                   help="the lexicon p(e | j): separable (default: the softmax lexicon without its ReLU, every "
+                        "normaliser one matmul over V), softmax over the vocabulary (2.3x the cost per update), "
+                        "or class-factored")
     m.add_argument("--target-context", choices=["past", "both"], default="past",
                    help="what the lexicon and the alignment of target word i see: the words before i (past, "
                         "default: the models also translate), or the words after i too (both: aligners only)")
     m.add_argument("--max-tokens", type=positive, default=2048, help="tokens per training batch")
     m.add_argument("--lr", type=float, default=2e-3)
     m.add_argument("--warmup-updates", type=positive, default=200)
-    m.add_argument("--lr-schedule", choices=["inverse-sqrt", "linear"], default="inverse-sqrt",
-                   help="after the warm-up: inverse square root (default), or linear decay to 0 at the last update")
+    m.add_argument("--lr-schedule", choices=["inverse-sqrt", "linear"], default="linear",
+                   help="after the warm-up: linear decay to 0 at the last update (default), or inverse square root")
     m.add_argument("--dropout", type=float, default=0.1)
     m.add_argument("--label-smoothing", type=float, default=0.1,
                    help="label smoothing of the lexicon at each step of the sum over alignments (0: the exact NLL)")
@@ -524,7 +526,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--symmetrize", default=DEFAULT_SYMMETRIZE, choices=["prod", "mean"] + list(HARD),
                    help="how -o merges the directions (default prod)")
     a.add_argument("--links", default=DEFAULT_LINKS,
-                   help="argmax, mutual, union or threshold:T (default threshold:0.1): T trades recall for precision")
+                   help="argmax, mutual, union or threshold:T (default threshold:0.5): T trades recall for precision")
     a.add_argument("--align-max-tokens", type=positive, default=4000, help="tokens per alignment batch")
     r = p.add_argument_group("resources")
     r.add_argument("--threads", type=positive, default=max(1, min(os.cpu_count() or 1, 16)),

@@ -136,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model-dir", metavar="DIR[:DIR...]",
                    help="instead of --path/--rev-path/--data/--bpe-codes: a model directory of hmm-nmt-align-corpus "
                         "(text input; both directions merged as that command does, --method posterior "
-                        "--symmetrize prod --links threshold:0.1 --pool words, unless given); several, separated by "
+                        "--symmetrize mean --links threshold:0.5 --pool words, unless given); several, separated by "
                         "':', made from one corpus with other seeds, are an ensemble in each direction")
     p.add_argument("--data", metavar="DIR",
                    help="fairseq-preprocess output directory (binarized input); with --src-text: a folder with the "

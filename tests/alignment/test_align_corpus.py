@@ -69,7 +69,7 @@ def test_scores_are_line_parallel_to_the_merged_links_and_pass_its_threshold(mad
     scores = [[float(x) for x in line.split()] for line in (work / "c.scores").read_text().split("\n")[:-1]]
     assert [len(s) for s in scores] == [len(sent) for sent in links] and len(scores) == len(src)
     flat = [x for s in scores for x in s]
-    assert flat and all(0.1 < x <= 1.0 for x in flat)  # prod of two posteriors, kept when above threshold:0.1
+    assert flat and all(0.5 < x <= 1.0 for x in flat)  # mean of two posteriors, kept when above threshold:0.5
 
 
 def _extract(cwd, *args):
@@ -107,7 +107,7 @@ def test_model_dirs_of_one_corpus_align_as_an_ensemble(made, tmp_path):
     assert (tmp_path / "e.align").read_text() == (work / "c.align").read_text()
     ck = f"{work / 'm' / 'fwd' / 'checkpoint_last.pt'}{os.pathsep}{tmp_path / 'm2' / 'fwd' / 'checkpoint_last.pt'}"
     p = _extract(tmp_path, "--path", ck, "--data", str(work / "m" / "bin"), "--bpe-codes", str(work / "m" / "codes"),
-                 "--method", "posterior", "--links", "threshold:0.1", "--pool", "words", *text, "-o", "f.align")
+                 "--method", "posterior", "--links", "threshold:0.5", "--pool", "words", *text, "-o", "f.align")
     assert p.returncode == 0, p.stderr[-2000:]
     assert _links(tmp_path / "f.align") == [sorted(x) for x in _links(work / "c.fwd")]
     (tmp_path / "m2" / "codes").write_text((tmp_path / "m2" / "codes").read_text() + "x y\n")
@@ -117,22 +117,26 @@ def test_model_dirs_of_one_corpus_align_as_an_ensemble(made, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_model_dir_from_before_the_lexicon_option_is_reused_as_softmax(made, tmp_path):
+def test_a_model_dir_from_before_the_newer_options_reads_as_their_old_settings(made, tmp_path):
+    """A manifest written before --lexicon, --lr-schedule and --label-smoothing existed means what the command
+    trained then (softmax, inverse-sqrt, 0.1): the same settings resume it, today's defaults are refused."""
     work, _, _, _ = made
     import shutil
 
     shutil.copytree(work / "m", tmp_path / "m")
     manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
-    del manifest["config"]["lexicon"]
+    for key in ("lexicon", "lr_schedule", "label_smoothing"):
+        del manifest["config"][key]
     (tmp_path / "m" / "manifest.json").write_text(json.dumps(manifest))
     before = (tmp_path / "m" / "fwd" / "checkpoint_last.pt").stat().st_mtime_ns
+    old = ["--lexicon", "softmax", "--lr-schedule", "inverse-sqrt", "--label-smoothing", "0.1"]
     p = run(work, "-s", "c.src", "-t", "c.tgt", "--model-dir", str(tmp_path / "m"), "-o", str(tmp_path / "o.align"),
-            *TINY)
+            *TINY, *old)
     assert p.returncode == 0, p.stderr[-2000:]
     assert (tmp_path / "m" / "fwd" / "checkpoint_last.pt").stat().st_mtime_ns == before
     p = run(work, "-s", "c.src", "-t", "c.tgt", "--model-dir", str(tmp_path / "m"), "-o", str(tmp_path / "o.align"),
-            *TINY, "--lexicon", "class")
-    assert p.returncode == 2 and "(lexicon)" in p.stderr
+            *TINY)
+    assert p.returncode == 2 and "(lexicon, lr_schedule)" in p.stderr
 
 
 @pytest.mark.slow
@@ -145,7 +149,7 @@ def test_each_direction_alone_equals_that_model_aligning_on_its_own(made, tmp_pa
     src, tgt = (work / "c.src", work / "c.tgt") if direction == "fwd" else (work / "c.tgt", work / "c.src")
     p = _extract(tmp_path, "--path", str(m / direction / "checkpoint_last.pt"), "--data", str(m / "bin"),
                  "--bpe-codes", str(m / "codes"), "--src-text", str(src), "--tgt-text", str(tgt), "--method",
-                 "posterior", "--links", "threshold:0.1", "--pool", "words", "-o", "one.align", "--no-progress")
+                 "posterior", "--links", "threshold:0.5", "--pool", "words", "-o", "one.align", "--no-progress")
     assert p.returncode == 0, p.stderr[-2000:]
     alone = _links(tmp_path / "one.align")
     if direction == "rev":

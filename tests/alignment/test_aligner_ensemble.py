@@ -1,8 +1,8 @@
 """Alignment ensembles: the mean of the members' matrices, still distributions; refused for mixed kinds."""
 import pytest
 import torch
-
 from dhmm_testlib import batch, build
+
 from hmm_nmt.aligner.ensemble import AlignerEnsemble
 
 
