@@ -502,7 +502,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--heads", type=positive, default=4)
     m.add_argument("--lexicon", choices=["softmax", "class", "separable"], default="separable",
                    help="the lexicon p(e | j): separable (default: the softmax lexicon without its ReLU, every "
-                        "normaliser one matmul over V), softmax over the vocabulary (2.3x the cost per update), "
+                        "normaliser one matmul over V), softmax over the vocabulary (about twice the training time), "
                         "or class-factored")
     m.add_argument("--target-context", choices=["past", "both"], default="past",
                    help="what the lexicon and the alignment of target word i see: the words before i (past, "
