@@ -60,7 +60,7 @@ score() {  # ALIGN NAME: "NAME split AER P R" rows for the test and trial lines 
     "$PYTHON" -m hmm_nmt_align aer "$DATA/$split.gold" "$WORK/score.tmp" --gold-one-based \
       --src "$DATA/$split.en" --tgt "$DATA/$split.fr" --json 2>/dev/null \
       | "$PYTHON" -c 'import json, sys; d = json.loads(sys.stdin.readline()); n, s = sys.argv[1:3]
-print(n, s, *(f"{d[k]:.2f}" for k in ("AER", "P", "R")))' "$2" "$split"
+print(n, s, *("-" if d[k] is None else f"{d[k]:.2f}" for k in ("AER", "P", "R")))' "$2" "$split"
   done
   rm -f "$WORK/score.tmp"
 }

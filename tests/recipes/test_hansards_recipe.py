@@ -247,7 +247,8 @@ def test_corpus_sh_end_to_end_tiny(tmp_path):
     runs = 1 if importlib.util.find_spec("eflomal") else 0
     cmd = [CORPUS, "--local", str(tmp_path / "local"), "--work", str(work), "--eflomal-runs", str(runs), "--",
            "--merges", "60", "--max-update", "3", "--embed-dim", "16", "--ffn-dim", "32", "--layers", "1",
-           "--heads", "2", "--max-tokens", "400", "--warmup-updates", "2", "--valid-lines", "10", "--lexicon", "class"]
+           "--heads", "2", "--max-tokens", "400", "--warmup-updates", "2", "--valid-lines", "10", "--lexicon", "class",
+           "--links", "threshold:0.05"]  # 3 updates: the default mean > 0.5 would link nothing (P undefined)
     p = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     en = (work / "corpus.en").read_text().splitlines()
@@ -267,3 +268,7 @@ def test_corpus_sh_end_to_end_tiny(tmp_path):
     assert "--lexicon class" in p.stdout and "CPU:" in p.stdout
     p2 = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=300)
     assert p2.returncode == 0 and "hmm-nmt-align-corpus" not in p2.stderr and p2.stdout == p.stdout
+    # an alignment without one link on the scored lines: precision is undefined, shown as "-", not a traceback
+    (work / "hmm.align").write_text("\n" * len(en))
+    p3 = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=300)
+    assert p3.returncode == 0 and "| hmm | 100.00 | - | 0.00 | 100.00 |" in p3.stdout, p3.stdout + p3.stderr
