@@ -163,7 +163,7 @@ def test_run_sh_end_to_end_tiny(tmp_path):
            "--models", "dhmm1,agree1", "--init-from", str(work / "checkpoints"), "--agreement-weight", "0.5",
            "--max-update", "3", "--embed-dim", "16", "--ffn-dim", "32", "--layers", "1",
            "--heads", "2", "--max-tokens", "400", "--warmup", "2", "--baselines", "none", "--adapt-updates", "2,4"]
-    p = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=300)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
     data = work / "data"
     assert len((data / "train.en").read_text().splitlines()) == 150
