@@ -524,7 +524,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--valid-lines", type=positive, default=500, help="held-out pairs (at most a tenth of the corpus)")
     a = p.add_argument_group("alignment")
     a.add_argument("--symmetrize", default=DEFAULT_SYMMETRIZE, choices=["prod", "mean"] + list(HARD),
-                   help="how -o merges the directions (default prod)")
+                   help="how -o merges the directions (default mean)")
     a.add_argument("--links", default=DEFAULT_LINKS,
                    help="argmax, mutual, union or threshold:T (default threshold:0.5): T trades recall for precision")
     a.add_argument("--align-max-tokens", type=positive, default=4000, help="tokens per alignment batch")

@@ -43,6 +43,7 @@ in-memory pairs) and :mod:`hmm_nmt_align.base.links` (link decisions), and by :m
 subset), :mod:`hmm_nmt_align.subset` (binarized input) and :mod:`hmm_nmt_align.raw_text` (text input).
 """
 import argparse
+import filecmp
 import importlib
 import logging
 import os
@@ -217,7 +218,7 @@ def _apply_model_dir(args) -> None:
                                   "(no manifest.json with both directions trained)")
     for md in dirs[1:]:  # an ensemble reads one segmentation and one dictionary
         for part in (("codes",), ("bin", "dict.src.txt"), ("bin", "dict.tgt.txt")):
-            if not _same_file(dirs[0].file(*part), md.file(*part)):
+            if not filecmp.cmp(dirs[0].file(*part), md.file(*part), shallow=False):
                 raise ExtractionError(f"--model-dir: {md.path} and {dirs[0].path} have different "
                                       f"{'/'.join(part)}: not one corpus and --merges")
     args.path = os.pathsep.join(md.file("fwd", "checkpoint_last.pt") for md in dirs)
@@ -228,11 +229,6 @@ def _apply_model_dir(args) -> None:
     args.symmetrize = args.symmetrize or DEFAULT_SYMMETRIZE
     args.links = args.links or DEFAULT_LINKS
     args.pool = args.pool or DEFAULT_POOL
-
-
-def _same_file(a: str, b: str) -> bool:
-    with open(a, "rb") as fa, open(b, "rb") as fb:
-        return fa.read() == fb.read()
 
 
 def checkpoints(text: Optional[str]) -> List[str]:
