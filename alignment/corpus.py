@@ -12,9 +12,9 @@ stages, each recorded in ``DIR/manifest.json`` so that rerunning the same comman
 1. ``codes``: joint subword-nmt BPE learned on both sides (``--merges``, default 2,000: the Hansards setting);
 2. ``bin/``: the segmented pairs binarized with one joined dictionary (``--valid-lines`` pairs held out for
    ``--patience``);
-3. ``fwd/``, ``rev/``: the first-order direct HMM (the separable lexicon; 4,800 updates, the learning rate
-   decaying linearly to 0) trained in both directions side by side, the threads (or two GPUs) split between
-   them (fairseq-train resumes from ``checkpoint_last.pt``);
+3. ``fwd/``, ``rev/``: the first-order direct HMM (the separable lexicon; 4,800 updates or ``--time-limit``,
+   the learning rate decaying linearly to 0) trained in both directions side by side, the threads (or two GPUs)
+   split between them (fairseq-train resumes from ``checkpoint_last.pt``);
 4. the alignment: the posteriors of both directions merged (``--symmetrize mean --links threshold:0.5``, pooled to
    words: the setting chosen on the Hansards trial pairs), written atomically.
 
@@ -152,11 +152,11 @@ class ModelDir:
 
 MODEL_KEYS = ("merges", "embed_dim", "ffn_dim", "layers", "heads", "max_tokens", "lr", "warmup_updates", "dropout",
               "seed", "max_update", "patience", "valid_lines", "lexicon", "target_context", "lr_schedule",
-              "label_smoothing")
+              "label_smoothing", "time_limit")
 ARCH_KEYS = ("embed_dim", "ffn_dim", "layers", "heads", "dropout", "lexicon", "target_context")
 # what a manifest written before a key existed means by it
 KEY_DEFAULTS = {"lexicon": "softmax", "target_context": "past", "lr_schedule": "inverse-sqrt",
-                "label_smoothing": 0.1}
+                "label_smoothing": 0.1, "time_limit": None}
 
 
 def _config(opts) -> dict:
@@ -229,7 +229,10 @@ def prepare(md: ModelDir, opts, src, tgt) -> None:
     md.mark("bin", train_pairs=len(train), valid_pairs=len(valid))
 
 
-def _train_cmd(md: ModelDir, opts, s: str, t: str, max_update: int) -> List[str]:
+def _train_cmd(md: ModelDir, opts, s: str, t: str, max_update: int, budget: Optional[Tuple[float, float]] = None
+               ) -> List[str]:
+    """fairseq-train's command line for one direction; ``budget``: (the clock's hours where --time-limit starts,
+    fairseq's cumulative hours where it stops)."""
     from hmm_nmt_align.plugin import plugin_dir
 
     cmd = [sys.executable, "-m", "fairseq_cli.train", md.file("bin"), "--source-lang", s, "--target-lang", t,
@@ -241,7 +244,7 @@ def _train_cmd(md: ModelDir, opts, s: str, t: str, max_update: int) -> List[str]
            "--dropout", str(opts.dropout), "--criterion", "dhmm_label_smoothed_cross_entropy",
            "--label-smoothing", str(opts.label_smoothing), "--optimizer", "adam", "--adam-betas", "(0.9,0.98)",
            "--lr", str(opts.lr),
-           *_schedule(opts, max_update), "--warmup-updates", str(opts.warmup_updates),
+           *_schedule(opts, max_update, budget), "--warmup-updates", str(opts.warmup_updates),
            "--max-tokens", str(opts.max_tokens), "--max-update", str(max_update), "--seed", str(opts.seed),
            "--save-dir", md.file("fwd" if s == "src" else "rev"), "--no-epoch-checkpoints",
            # the optimizer state is kept: fairseq restores the update count from it
@@ -249,6 +252,8 @@ def _train_cmd(md: ModelDir, opts, s: str, t: str, max_update: int) -> List[str]
            "--target-context", opts.target_context,
            "--skip-invalid-size-inputs-valid-test", "--max-source-positions", "1024",
            "--max-target-positions", "1024", "--log-format", "json", "--log-interval", "10", "--no-progress-bar"]
+    if budget is not None:
+        cmd += ["--stop-time-hours", str(budget[1])]
     if opts.patience:
         cmd += ["--patience", str(opts.patience), "--validate-interval-updates", str(opts.validate_interval),
                 "--save-interval-updates", str(opts.validate_interval)]
@@ -261,8 +266,12 @@ def _train_cmd(md: ModelDir, opts, s: str, t: str, max_update: int) -> List[str]
     return cmd
 
 
-def _schedule(opts, max_update: int) -> List[str]:
-    """fairseq's scheduler flags: ``linear`` decays to 0 at ``max_update`` (after --continue, the new total)."""
+def _schedule(opts, max_update: int, budget: Optional[Tuple[float, float]] = None) -> List[str]:
+    """fairseq's scheduler flags: ``linear`` decays to 0 at ``max_update`` (after --continue, the new total), or
+    with --time-limit at whichever of the updates and the hours runs out first (the plugin's budget_linear)."""
+    if opts.lr_schedule == "linear" and budget is not None:
+        return ["--lr-scheduler", "budget_linear", "--total-num-update", str(max_update),
+                "--budget-hours", str(opts.time_limit), "--budget-start-hours", str(budget[0])]
     if opts.lr_schedule == "linear":
         return ["--lr-scheduler", "polynomial_decay", "--power", "1", "--end-learning-rate", "0",
                 "--total-num-update", str(max_update)]
@@ -317,36 +326,74 @@ def _last_update(log: str) -> int:
         return 0
 
 
-def train(md: ModelDir, opts, max_update: int, progress: bool) -> None:
-    """Stage 3: both directions side by side, each with half the threads."""
+def _hours_so_far(md: ModelDir, name: str) -> Tuple[float, float]:
+    """A direction's training hours in its checkpoint_last.pt: budget_linear's own clock and fairseq's
+    cumulative training time (0 where the checkpoint has none)."""
+    import torch
+
+    try:
+        state = torch.load(md.file(name, "checkpoint_last.pt"), map_location="cpu", weights_only=False)
+    except (OSError, RuntimeError, EOFError):
+        return 0.0, 0.0
+    lr_state = (state.get("optimizer_history") or [{}])[-1].get("lr_scheduler_state") or {}
+    fairseq_seconds = (state.get("extra_state") or {}).get("previous_training_time", 0.0)
+    return float(lr_state.get("seconds", 0.0)) / 3600, float(fairseq_seconds) / 3600
+
+
+def _targets(md: ModelDir, opts) -> dict:
+    """Each direction's update target and, with --time-limit, its budget (see _train_cmd): a new model trains
+    --max-update updates (or --time-limit hours); --continue, that many more than the direction has."""
+    out = {}
+    for name in ("fwd", "rev"):
+        stage = md.data.get("done", {}).get(f"train.{name}")
+        if opts.cont:
+            target = stage.get("updates", stage["max_update"]) + opts.max_update
+            if "from_hours" not in stage:  # where this --continue starts: a rerun of an interrupted one resumes it
+                stage["from_hours"] = list(_hours_so_far(md, name))
+            clock, hours = stage["from_hours"]
+            out[name] = (target, (clock, hours + opts.time_limit) if opts.time_limit else None)
+        else:
+            out[name] = (opts.max_update, (0.0, opts.time_limit) if opts.time_limit else None)
+    return out
+
+
+def train(md: ModelDir, opts, targets: dict, progress: bool) -> None:
+    """Stage 3: both directions side by side, each with half the threads; ``targets``: see _targets."""
     threads = max(1, opts.threads // 2)
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     pending = [(name, s, t) for name, s, t in (("fwd", "src", "tgt"), ("rev", "tgt", "src"))
-               if not (md.done(f"train.{name}") and md.data["done"][f"train.{name}"].get("max_update") == max_update)]
+               if not (md.done(f"train.{name}")
+                       and md.data["done"][f"train.{name}"].get("max_update") == targets[name][0])]
     if not pending:
         return
     which = "both directions" if len(pending) == 2 else f"the {pending[0][0]} direction"
     where = "one GPU each" if _gpus(opts) >= 2 and len(pending) == 2 else \
         f"{threads} thread{'s' if threads > 1 else ''} each"
-    _log(f"training the first-order direct HMM, {which} ({max_update} updates each, {where}); "
+    goal = f"{opts.max_update}{' more' if opts.cont else ''} updates each"
+    if opts.time_limit:
+        h = opts.time_limit
+        goal += ", at most " + (f"{h:g} h" if h >= 1 else f"{round(h * 60, 2):g} min" if h >= 1 / 60
+                                else f"{round(h * 3600, 2):g} s")
+    _log(f"training the first-order direct HMM, {which} ({goal}, {where}); "
          f"log: {md.file(pending[0][0], 'train.log')}")
     procs = {}
     for k, (name, s, t) in enumerate(pending):
         os.makedirs(md.file(name), exist_ok=True)
         log = md.file(name, "train.log")
         with open(log, "a", encoding="utf-8") as f:
-            procs[name] = (subprocess.Popen(_train_cmd(md, opts, s, t, max_update), stdout=f,
+            procs[name] = (subprocess.Popen(_train_cmd(md, opts, s, t, *targets[name]), stdout=f,
                                             stderr=subprocess.STDOUT, env=_direction_env(opts, k, env),
                                             start_new_session=True), log)
     bar = None
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=max_update * len(procs), desc=f"training {which}", unit="upd", file=sys.stderr)
+        bar = tqdm(total=sum(targets[name][0] for name in procs), desc=f"training {which}", unit="upd",
+                   file=sys.stderr)
     try:
         while any(p.poll() is None for p, _ in procs.values()):
             if bar is not None:
-                bar.n = sum(min(_last_update(log), max_update) for _, log in procs.values())
+                bar.n = sum(min(_last_update(log), targets[name][0]) for name, (_, log) in procs.items())
                 bar.refresh()
             time.sleep(2)
     except KeyboardInterrupt:
@@ -364,7 +411,7 @@ def train(md: ModelDir, opts, max_update: int, progress: bool) -> None:
             with open(log, encoding="utf-8", errors="replace") as f:
                 tail = [x for x in f.read().splitlines() if x.strip()][-3:]
             raise CorpusError(f"training {name} failed (log: {log}): {' | '.join(tail)}")
-        md.mark(f"train.{name}", max_update=max_update, updates=_last_update(log),
+        md.mark(f"train.{name}", max_update=targets[name][0], updates=_last_update(log),
                 precision="bf16" if _bf16_training(opts) else "fp32")
 
 
@@ -474,6 +521,17 @@ def build_parser() -> argparse.ArgumentParser:
             raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
         return v
 
+    def _hours(text):  # "1.5", "1.5h", "90m" or "5400s"
+        scale = {"h": 1.0, "m": 1 / 60, "s": 1 / 3600}.get(text.strip()[-1:].lower())
+        try:
+            v = float(text.strip()[:-1] if scale else text) * (scale or 1.0)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"hours (1.5), or minutes (90m) or seconds (5400s), got {text!r}") \
+                from None
+        if not v > 0 or v == float("inf"):
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+        return v
+
     p = argparse.ArgumentParser(prog="hmm-nmt-align-corpus", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__.split("\n\n", 2)[2])
@@ -517,6 +575,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="label smoothing of the lexicon at each step of the sum over alignments (0: the exact NLL)")
     m.add_argument("--seed", type=int, default=1)
     m.add_argument("--max-update", type=positive, default=4800, help="updates per direction (default 4800)")
+    m.add_argument("--time-limit", type=_hours, metavar="HOURS",
+                   help="stop each direction after this much training (1.5, 90m, 5400s) if --max-update is not "
+                        "reached first; the linear schedule decays to 0 at whichever comes first")
     m.add_argument("--patience", type=int, default=0,
                    help="stop a direction when its loss on --valid-lines held-out pairs of the corpus has not "
                         "improved for this many validations (default 0: train --max-update updates)")
@@ -555,6 +616,8 @@ def run(opts) -> int:
         raise CorpusError(f"--links: {e}") from None
     if opts.patience < 0:
         raise CorpusError(f"--patience must be >= 0, got {opts.patience}")
+    if opts.time_limit is not None and opts.align_only:
+        raise CorpusError("--time-limit trains: it cannot go with --align-only")
     if not 0 <= opts.label_smoothing < 1:
         raise CorpusError(f"--label-smoothing must be in [0, 1), got {opts.label_smoothing}")
     _check_outputs(opts)
@@ -577,14 +640,12 @@ def run(opts) -> int:
             if not finished:
                 raise CorpusError(f"--continue: --model-dir {opts.model_dir} holds no finished model; rerun the "
                                   "command that made it to finish it")
-            total = md.data["done"]["train.fwd"]["max_update"] + opts.max_update
             saved = {**KEY_DEFAULTS, **md.data["config"]}
             for k in ARCH_KEYS:  # the checkpoints' shape, whatever this command line says
                 setattr(opts, k, saved[k])
-            md.data["continued"] = md.data.get("continued", []) + [{"corpus": digest, "max_update": total}]
+            md.data["continued"] = md.data.get("continued", []) + [
+                {"corpus": digest, "updates": opts.max_update, "time_limit": opts.time_limit}]
             md.data["corpus"] = digest
-            for stage in ("train.fwd", "train.rev"):
-                md.data["done"][stage]["target"] = total
             md.save()
         else:
             saved = {**KEY_DEFAULTS, **md.data["config"]}
@@ -594,11 +655,12 @@ def run(opts) -> int:
                                   + (f" ({', '.join(changed)})" if changed else "")
                                   + ": use --align-only to align with it, --continue to train it further, or "
                                   "another --model-dir")
-        cont_target = md.data["done"]["train.fwd"].get("target") if opts.cont else None
+        targets = _targets(md, opts)
+        md.save()
         if opts.cont or not md.done("bin"):
             _log(f"segmenting and binarizing {len(src)} pairs")
             prepare(md, opts, src, tgt)
-        train(md, opts, cont_target or opts.max_update, not opts.no_progress)
+        train(md, opts, targets, not opts.no_progress)
     _log(f"aligning {len(src)} pairs")
     errors = align(md, opts, src, tgt)
     for k, why in errors:

@@ -1,7 +1,7 @@
 """hmm_nmt: hidden Markov models for neural machine translation, as a fairseq plugin.
 
 Importing this package (what ``fairseq-* --user-dir hmm_nmt`` does) registers every model,
-architecture, criterion and task of the plugin, makes fairseq checkpoints loadable under
+architecture, criterion, task and learning-rate scheduler of the plugin, makes fairseq checkpoints loadable under
 torch >= 2.6 (see :mod:`hmm_nmt.compat.checkpoints`), makes fairseq's checkpoint copies atomic
 (:mod:`hmm_nmt.compat.atomic_checkpoints`) and, on machines without CUDA, lets fairseq's
 distributed training run on CPU processes with gloo (see :mod:`hmm_nmt.compat.distributed_cpu`).
@@ -70,6 +70,6 @@ with _quiet_fairseq_import():
         fairseq = None
 
     if fairseq is not None:
-        for _sub in ("tasks", "criterions", "models"):
+        for _sub in ("tasks", "criterions", "models", "optim"):
             _import_all(_sub)
         compat.install_fairseq()  # atomic checkpoint copies; on CPU-only machines the gloo launcher and bf16 autocast

@@ -223,7 +223,53 @@ def test_continue_trains_the_model_further(made, tmp_path):
             "-o", str(tmp_path / "more.align"), *other)
     assert p.returncode == 0, p.stderr[-2000:]
     manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
-    assert manifest["done"]["train.fwd"]["updates"] == 12 and manifest["continued"][0]["max_update"] == 12
+    assert manifest["done"]["train.fwd"]["updates"] == 12 and manifest["continued"][0]["updates"] == 6
+
+
+@pytest.mark.slow
+def test_a_time_limit_stops_each_direction_annealed_and_continue_adds_to_what_each_has(made, tmp_path):
+    """--time-limit: both directions stop on fairseq's clock long before --max-update, with the learning rate
+    decayed by budget_linear's clock; the same command then trains nothing more; --continue trains each
+    direction --max-update more than it has, and a time limit there starts at the checkpoint's hours."""
+    work, _, _, _ = made
+    import torch
+
+    limited = [*TINY[:1], "1000", *TINY[2:3], "1", *TINY[4:], "--time-limit", "8s"]
+    p = run(work, "-s", "c.src", "-t", "c.tgt", "--model-dir", str(tmp_path / "m"), "-o", str(tmp_path / "a"),
+            *limited)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "(1000 updates each, at most 8 s, 1 thread each)" in p.stderr
+    done = json.loads((tmp_path / "m" / "manifest.json").read_text())["done"]
+    for d in ("fwd", "rev"):
+        assert 2 <= done[f"train.{d}"]["updates"] < 1000 and done[f"train.{d}"]["max_update"] == 1000
+        ckpt = torch.load(tmp_path / "m" / d / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+        sched = ckpt["cfg"]["lr_scheduler"]
+        assert (sched["_name"], sched["budget_hours"], ckpt["cfg"]["optimization"]["stop_time_hours"]) == \
+            ("budget_linear", pytest.approx(8 / 3600), pytest.approx(8 / 3600))
+        lr = ckpt["last_optimizer_state"]["param_groups"][0]["lr"]
+        by_updates = 2e-3 * (1 - (done[f"train.{d}"]["updates"] - 1) / 999)
+        assert lr < 0.5 * by_updates  # the clock, not the update count, decayed it
+        assert ckpt["optimizer_history"][-1]["lr_scheduler_state"]["seconds"] > 4.0
+    before = (tmp_path / "m" / "fwd" / "checkpoint_last.pt").stat().st_mtime_ns
+    p = run(work, "-s", "c.src", "-t", "c.tgt", "--model-dir", str(tmp_path / "m"), "-o", str(tmp_path / "a"),
+            *limited)
+    assert p.returncode == 0 and "training" not in p.stderr
+    assert (tmp_path / "m" / "fwd" / "checkpoint_last.pt").stat().st_mtime_ns == before
+    p = run(work, "-s", "c.src", "-t", "c.tgt", "--model-dir", str(tmp_path / "m"), "--continue",
+            "-o", str(tmp_path / "b"), *limited)
+    assert p.returncode == 0, p.stderr[-2000:]
+    again = json.loads((tmp_path / "m" / "manifest.json").read_text())["done"]
+    for d in ("fwd", "rev"):
+        assert done[f"train.{d}"]["updates"] < again[f"train.{d}"]["updates"] < done[f"train.{d}"]["updates"] + 1000
+        cfg = torch.load(tmp_path / "m" / d / "checkpoint_last.pt", map_location="cpu", weights_only=False)["cfg"]
+        start = cfg["lr_scheduler"]["budget_start_hours"]  # the clock of the checkpoint it continued
+        assert start * 3600 > 4.0 and cfg["optimization"]["stop_time_hours"] * 3600 > 8.0 + 4.0
+    p = run(work, "-s", "c.src", "-t", "c.tgt", "--model-dir", str(tmp_path / "m"), "--continue",
+            "-o", str(tmp_path / "c"), *TINY[:1], "2", *TINY[2:])
+    assert p.returncode == 0, p.stderr[-2000:]
+    last = json.loads((tmp_path / "m" / "manifest.json").read_text())["done"]
+    for d in ("fwd", "rev"):  # each direction 2 more than it had, however many that was
+        assert last[f"train.{d}"]["updates"] == again[f"train.{d}"]["updates"] + 2
 
 
 @pytest.mark.parametrize("content,args,message", [
@@ -241,6 +287,10 @@ def test_continue_trains_the_model_further(made, tmp_path):
      "argument --max-update: must be >= 1, got 0"),
     ({"a.src": "x\n", "a.tgt": "y\n"}, ["-s", "a.src", "-t", "a.tgt", "-o", "o", "--label-smoothing", "1"],
      "--label-smoothing must be in [0, 1), got 1.0"),
+    ({"a.src": "x\n", "a.tgt": "y\n"}, ["-s", "a.src", "-t", "a.tgt", "-o", "o", "--time-limit", "0m"],
+     "argument --time-limit: must be > 0, got '0m'"),
+    ({"a.src": "x\n", "a.tgt": "y\n"}, ["-s", "a.src", "-t", "a.tgt", "-o", "o", "--time-limit", "an hour"],
+     "argument --time-limit: hours (1.5), or minutes (90m) or seconds (5400s), got 'an hour'"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, content, args, message):
     for name, text in content.items():

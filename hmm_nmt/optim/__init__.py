@@ -1,0 +1,1 @@
+"""Learning-rate schedulers of the plugin (registered with fairseq on import)."""
