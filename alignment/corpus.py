@@ -15,8 +15,9 @@ stages, each recorded in ``DIR/manifest.json`` so that rerunning the same comman
    ``--patience``);
 3. ``fwd/``, ``rev/``: the first-order direct HMM (the separable lexicon; 4,800 updates or ``--time-limit``,
    the learning rate decaying linearly to 0) trained in both directions side by side, the threads (or two GPUs)
-   split between them (fairseq-train resumes from ``checkpoint_last.pt``);
-4. the alignment: the posteriors of both directions merged (``--symmetrize mean --links threshold:0.5``, pooled to
+   split between them (fairseq-train resumes from ``checkpoint_last.pt``); with ``--seeds N``, N models per
+   direction (``fwd``, ``fwd.2``, ...; seeds ``--seed``, ``--seed`` + 1, ...);
+4. the alignment: the posteriors of both directions (each the mean over the seeds) merged (``--symmetrize mean --links threshold:0.5``, pooled to
    words: the setting chosen on the Hansards trial pairs), written atomically.
 
 ``--align-only`` aligns with a finished model directory and trains nothing; ``--continue`` trains it further
@@ -107,7 +108,7 @@ def _check_outputs(opts) -> None:
             if os.path.exists(path) and os.path.samefile(path, ipath):
                 raise CorpusError(f"{flag} {path} is the input {iflag}: refusing to overwrite it")
         if os.path.realpath(os.path.dirname(real)).startswith(os.path.realpath(opts.model_dir) + os.sep) and \
-                os.path.basename(os.path.dirname(real)) in ("fwd", "rev", "bin"):
+                re.fullmatch(r"(fwd|rev)(\.\d+)?|bin", os.path.basename(os.path.dirname(real))):
             raise CorpusError(f"{flag} {path} is inside the model directory's {os.path.dirname(real)}")
         if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             raise CorpusError(f"{flag}: the directory of {path} does not exist")
@@ -143,6 +144,15 @@ class ModelDir:
     def done(self, stage: str) -> bool:
         return bool(self.data and stage in self.data.get("done", {}))
 
+    def members(self, seeds: Optional[int] = None) -> List[Tuple[str, str]]:
+        """The (forward, reverse) checkpoint folders of each seed: ``fwd``/``rev``, then ``fwd.2``/``rev.2``, ..."""
+        n = seeds if seeds is not None else (self.data or {}).get("config", {}).get("seeds", 1)
+        return [("fwd", "rev") if k == 0 else (f"fwd.{k + 1}", f"rev.{k + 1}") for k in range(n)]
+
+    def finished(self) -> bool:
+        """Every direction of every seed trained."""
+        return bool(self.data) and all(self.done(f"train.{name}") for pair in self.members() for name in pair)
+
     def mark(self, stage: str, **info) -> None:
         self.data.setdefault("done", {})[stage] = dict(info, at=time.strftime("%Y-%m-%dT%H:%M:%S"))
         self.save()
@@ -153,11 +163,11 @@ class ModelDir:
 
 MODEL_KEYS = ("merges", "embed_dim", "ffn_dim", "layers", "heads", "max_tokens", "lr", "warmup_updates", "dropout",
               "seed", "max_update", "patience", "valid_lines", "lexicon", "target_context", "lr_schedule",
-              "label_smoothing", "time_limit")
+              "label_smoothing", "time_limit", "seeds")
 ARCH_KEYS = ("embed_dim", "ffn_dim", "layers", "heads", "dropout", "lexicon", "target_context")
 # what a manifest written before a key existed means by it
 KEY_DEFAULTS = {"lexicon": "softmax", "target_context": "past", "lr_schedule": "inverse-sqrt",
-                "label_smoothing": 0.1, "time_limit": None}
+                "label_smoothing": 0.1, "time_limit": None, "seeds": 1}
 
 
 def _config(opts) -> dict:
@@ -230,12 +240,15 @@ def prepare(md: ModelDir, opts, src, tgt) -> None:
     md.mark("bin", train_pairs=len(train), valid_pairs=len(valid))
 
 
-def _train_cmd(md: ModelDir, opts, s: str, t: str, max_update: int, budget: Optional[Tuple[float, float]] = None
+def _train_cmd(md: ModelDir, opts, name: str, max_update: int, budget: Optional[Tuple[float, float]] = None
                ) -> List[str]:
-    """fairseq-train's command line for one direction; ``budget``: (the clock's hours where --time-limit starts,
-    fairseq's cumulative hours where it stops)."""
+    """fairseq-train's command line for the direction in folder ``name`` (``fwd``, ``rev``, ``fwd.2``, ...: its
+    seed is --seed plus the member's index); ``budget``: (the clock's hours where --time-limit starts, fairseq's
+    cumulative hours where it stops)."""
     from hmm_nmt_align.plugin import plugin_dir
 
+    member = next(k for k, pair in enumerate(md.members(opts.seeds)) if name in pair)
+    s, t = ("src", "tgt") if name.startswith("fwd") else ("tgt", "src")
     cmd = [sys.executable, "-m", "fairseq_cli.train", md.file("bin"), "--source-lang", s, "--target-lang", t,
            "--user-dir", plugin_dir(), "--arch", "transformer_dhmm_first_order", "--share-all-embeddings",
            "--encoder-layers", str(opts.layers), "--decoder-layers", str(opts.layers),
@@ -246,8 +259,8 @@ def _train_cmd(md: ModelDir, opts, s: str, t: str, max_update: int, budget: Opti
            "--label-smoothing", str(opts.label_smoothing), "--optimizer", "adam", "--adam-betas", "(0.9,0.98)",
            "--lr", str(opts.lr),
            *_schedule(opts, max_update, budget), "--warmup-updates", str(opts.warmup_updates),
-           "--max-tokens", str(opts.max_tokens), "--max-update", str(max_update), "--seed", str(opts.seed),
-           "--save-dir", md.file("fwd" if s == "src" else "rev"), "--no-epoch-checkpoints",
+           "--max-tokens", str(opts.max_tokens), "--max-update", str(max_update), "--seed", str(opts.seed + member),
+           "--save-dir", md.file(name), "--no-epoch-checkpoints",
            # the optimizer state is kept: fairseq restores the update count from it
            "--num-workers", "0", "--required-batch-size-multiple", "1", "--lexicon", opts.lexicon,
            "--target-context", opts.target_context,
@@ -345,9 +358,9 @@ def _targets(md: ModelDir, opts) -> dict:
     """Each direction's update target and, with --time-limit, its budget (see _train_cmd): a new model trains
     --max-update updates (or --time-limit hours); --continue, that many more than the direction has."""
     out = {}
-    for name in ("fwd", "rev"):
+    for name in (n for pair in md.members(opts.seeds) for n in pair):
         stage = md.data.get("done", {}).get(f"train.{name}")
-        if opts.cont:
+        if opts.cont and stage is not None:
             target = stage.get("updates", stage["max_update"]) + opts.max_update
             if "from_hours" not in stage:  # where this --continue starts: a rerun of an interrupted one resumes it
                 stage["from_hours"] = list(_hours_so_far(md, name))
@@ -358,62 +371,99 @@ def _targets(md: ModelDir, opts) -> dict:
     return out
 
 
+def _width(opts, pending: int) -> int:
+    """Trainers run side by side: one per GPU with two or more, two on one GPU, else up to one per thread (at
+    least the two directions of a seed)."""
+    gpus = _gpus(opts)
+    if gpus >= 2:
+        return min(pending, gpus)
+    return min(pending, 2 if gpus == 1 else max(2, opts.threads))
+
+
+def _describe(md: ModelDir, opts, names: Sequence[str]) -> str:
+    """``both directions``, ``the rev direction``, ``seeds 2-3, both directions``, ..."""
+    pairs = md.members(opts.seeds)
+    seeds = sorted({k for k, pair in enumerate(pairs) for n in names if n in pair})
+    both = all(n in names for k in seeds for n in pairs[k])
+    what = "both directions" if both else ", ".join(f"the {n} direction" for n in names)
+    if len(pairs) == 1:
+        return what
+    numbers = [str(opts.seed + k) for k in seeds]
+    run = numbers[0] if len(numbers) == 1 else f"{numbers[0]}-{numbers[-1]}" \
+        if len(numbers) == seeds[-1] - seeds[0] + 1 else ",".join(numbers)
+    return f"seed{'s' if len(numbers) > 1 else ''} {run}, {what}"
+
+
 def train(md: ModelDir, opts, targets: dict, progress: bool) -> None:
-    """Stage 3: both directions side by side, each with half the threads; ``targets``: see _targets."""
-    threads = max(1, opts.threads // 2)
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-    pending = [(name, s, t) for name, s, t in (("fwd", "src", "tgt"), ("rev", "tgt", "src"))
+    """Stage 3: every direction of every seed (``targets``: see _targets), ``_width`` trainers side by side with
+    the threads split between them; a seed's two directions start together."""
+    pending = [name for pair in md.members(opts.seeds) for name in pair
                if not (md.done(f"train.{name}")
                        and md.data["done"][f"train.{name}"].get("max_update") == targets[name][0])]
     if not pending:
         return
-    which = "both directions" if len(pending) == 2 else f"the {pending[0][0]} direction"
-    where = "one GPU each" if _gpus(opts) >= 2 and len(pending) == 2 else \
-        f"{threads} thread{'s' if threads > 1 else ''} each"
+    width = _width(opts, len(pending))
+    threads = max(1, opts.threads // width)
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    which = _describe(md, opts, pending)
+    where = "one GPU each" if _gpus(opts) >= 2 and width > 1 else \
+        f"{threads} thread{'s' if threads > 1 else ''} each" + (f", {width} at a time" if width < len(pending) else "")
     goal = f"{opts.max_update}{' more' if opts.cont else ''} updates each"
     if opts.time_limit:
         h = opts.time_limit
         goal += ", at most " + (f"{h:g} h" if h >= 1 else f"{round(h * 60, 2):g} min" if h >= 1 / 60
                                 else f"{round(h * 3600, 2):g} s")
-    _log(f"training the first-order direct HMM, {which} ({goal}, {where}); "
-         f"log: {md.file(pending[0][0], 'train.log')}")
-    procs = {}
-    for k, (name, s, t) in enumerate(pending):
-        os.makedirs(md.file(name), exist_ok=True)
-        log = md.file(name, "train.log")
-        with open(log, "a", encoding="utf-8") as f:
-            procs[name] = (subprocess.Popen(_train_cmd(md, opts, s, t, *targets[name]), stdout=f,
-                                            stderr=subprocess.STDOUT, env=_direction_env(opts, k, env),
-                                            start_new_session=True), log)
+    _log(f"training the first-order direct HMM, {which} ({goal}, {where}); log: {md.file(pending[0], 'train.log')}")
     bar = None
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=sum(targets[name][0] for name in procs), desc=f"training {which}", unit="upd",
+        bar = tqdm(total=sum(targets[name][0] for name in pending), desc=f"training {which}", unit="upd",
                    file=sys.stderr)
+    running, done, failed = {}, [], []  # running: name -> (process, log, slot)
+
+    def start(name: str) -> None:
+        slot = min(set(range(width)) - {r[2] for r in running.values()})
+        os.makedirs(md.file(name), exist_ok=True)
+        log = md.file(name, "train.log")
+        with open(log, "a", encoding="utf-8") as f:
+            running[name] = (subprocess.Popen(_train_cmd(md, opts, name, *targets[name]), stdout=f,
+                                              stderr=subprocess.STDOUT, env=_direction_env(opts, slot, env),
+                                              start_new_session=True), log, slot)
+
+    queue = list(pending)
     try:
-        while any(p.poll() is None for p, _ in procs.values()):
+        while queue or running:
+            while queue and len(running) < width and not failed:
+                start(queue.pop(0))
+            for name, (p, log, _) in list(running.items()):
+                if p.poll() is not None:
+                    del running[name]
+                    (done if p.returncode == 0 else failed).append((name, log))
+                    if p.returncode == 0:
+                        md.mark(f"train.{name}", max_update=targets[name][0], updates=_last_update(log),
+                                precision="bf16" if _bf16_training(opts) else "fp32")
+            if failed and not running:
+                break
             if bar is not None:
-                bar.n = sum(min(_last_update(log), targets[name][0]) for name, (_, log) in procs.items())
+                bar.n = sum(min(_last_update(md.file(name, "train.log")), targets[name][0])
+                            for name in pending if name not in queue)
                 bar.refresh()
-            time.sleep(2)
+            time.sleep(0.5 if not running else 2)
     except KeyboardInterrupt:
-        for p, _ in procs.values():
+        for p, _, _ in running.values():
             if p.poll() is None:  # SIGTERM: a trainer started by a background job ignores SIGINT
                 os.killpg(p.pid, signal.SIGTERM)
-        for p, _ in procs.values():
+        for p, _, _ in running.values():
             p.wait()
         raise
     finally:
         if bar is not None:
             bar.close()
-    for name, (p, log) in procs.items():
-        if p.returncode != 0:
-            with open(log, encoding="utf-8", errors="replace") as f:
-                tail = [x for x in f.read().splitlines() if x.strip()][-3:]
-            raise CorpusError(f"training {name} failed (log: {log}): {' | '.join(tail)}")
-        md.mark(f"train.{name}", max_update=targets[name][0], updates=_last_update(log),
-                precision="bf16" if _bf16_training(opts) else "fp32")
+    for name, log in failed:
+        with open(log, encoding="utf-8", errors="replace") as f:
+            tail = [x for x in f.read().splitlines() if x.strip()][-3:]
+        raise CorpusError(f"training {name} failed (log: {log}): {' | '.join(tail)}")
 
 
 ALIGN_CHUNK = 20000  # pairs aligned at a time: memory stays bounded whatever the corpus size
@@ -457,8 +507,6 @@ def align(md: ModelDir, opts, src, tgt) -> List[Tuple[int, str]]:
     from hmm_nmt_align.base.links import parse_decision
     from hmm_nmt_align.base.segment import load_segmenter
 
-    from .loading import load_model
-
     # two threads or more: the two directions side by side, as in training
     opts.parallel_align = opts.threads >= 2 and bool(opts.output or opts.rev)
     torch.set_num_threads(max(1, opts.threads // 2) if opts.parallel_align else max(1, opts.threads))
@@ -467,13 +515,10 @@ def align(md: ModelDir, opts, src, tgt) -> List[Tuple[int, str]]:
     warnings.filterwarnings("ignore", message="Support for mismatched key_padding_mask and attn_mask")
     decision, threshold = parse_decision(opts.links)
     segmenter = load_segmenter(md.file("codes"), None)
-    fwd = load_model(md.file("fwd", "checkpoint_last.pt"), md.file("bin"), opts.cpu)
-    rev = load_model(md.file("rev", "checkpoint_last.pt"), md.file("bin"), opts.cpu)
+    bf16 = _bf16(opts)
+    fwd, rev = (_load_direction(md, [pair[k] for pair in md.members()], opts.cpu, bf16) for k in (0, 1))
     if _gpus(opts) >= 2:  # the two directions side by side on two GPUs, as in training
         rev[0].to("cuda:1")
-    bf16 = _bf16(opts)
-    for model, _ in (fwd, rev):  # whatever precision trained it
-        model.decoder.lexicon_dtype_name = "bf16" if bf16 else "fp32"
     bar = None
     if not opts.no_progress:
         from tqdm import tqdm
@@ -502,6 +547,19 @@ def align(md: ModelDir, opts, src, tgt) -> List[Tuple[int, str]]:
     if bar is not None:
         bar.close()
     return errors
+
+
+def _load_direction(md: ModelDir, names: Sequence[str], cpu: bool, bf16: bool):
+    """``(model, task)`` of one direction: its checkpoint, or with several seeds the
+    :class:`~hmm_nmt.aligner.ensemble.AlignerEnsemble` of theirs (their posteriors averaged)."""
+    from hmm_nmt.aligner.ensemble import AlignerEnsemble
+
+    from .loading import load_model
+
+    loaded = [load_model(md.file(name, "checkpoint_last.pt"), md.file("bin"), cpu) for name in names]
+    for model, _ in loaded:  # whatever precision trained it
+        model.decoder.lexicon_dtype_name = "bf16" if bf16 else "fp32"
+    return loaded[0] if len(loaded) == 1 else (AlignerEnsemble([m for m, _ in loaded]), loaded[0][1])
 
 
 def _pharaoh(links) -> str:
@@ -577,6 +635,10 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--label-smoothing", type=float, default=0.1,
                    help="label smoothing of the lexicon at each step of the sum over alignments (0: the exact NLL)")
     m.add_argument("--seed", type=int, default=1)
+    m.add_argument("--seeds", type=positive, default=1,
+                   help="train N models per direction, with seeds --seed, --seed+1, ...; the alignment averages their "
+                        "posteriors (an ensemble: N times the training and alignment time). A finished model "
+                        "directory rerun with a larger N trains only the new seeds")
     m.add_argument("--max-update", type=positive, default=4800, help="updates per direction (default 4800)")
     m.add_argument("--time-limit", type=_hours, metavar="HOURS",
                    help="stop each direction after this much training (1.5, 90m, 5400s) if --max-update is not "
@@ -629,7 +691,7 @@ def run(opts) -> int:
                           "the GPU in fp32, then --align-only --precision bf16")
     src, tgt = read_corpus(opts.src, opts.tgt, opts.input)
     md = ModelDir(opts.model_dir)
-    finished = md.done("train.fwd") and md.done("train.rev")
+    finished = md.finished()
     if opts.align_only:
         if not finished:
             raise CorpusError(f"--align-only: --model-dir {opts.model_dir} holds no finished model")
@@ -644,7 +706,7 @@ def run(opts) -> int:
                 raise CorpusError(f"--continue: --model-dir {opts.model_dir} holds no finished model; rerun the "
                                   "command that made it to finish it")
             saved = {**KEY_DEFAULTS, **md.data["config"]}
-            for k in ARCH_KEYS:  # the checkpoints' shape, whatever this command line says
+            for k in ARCH_KEYS + ("seeds",):  # the checkpoints' shape and number, whatever this command line says
                 setattr(opts, k, saved[k])
             md.data["continued"] = md.data.get("continued", []) + [
                 {"corpus": digest, "updates": opts.max_update, "time_limit": opts.time_limit}]
@@ -652,6 +714,11 @@ def run(opts) -> int:
             md.save()
         else:
             saved = {**KEY_DEFAULTS, **md.data["config"]}
+            if md.data["corpus"] == digest and opts.seeds > saved["seeds"] and \
+                    dict(saved, seeds=opts.seeds) == _config(opts):  # more seeds of the same model
+                md.data["config"]["seeds"] = opts.seeds
+                md.save()
+                saved = _config(opts)
             if md.data["corpus"] != digest or saved != _config(opts):
                 changed = [k for k in MODEL_KEYS if saved.get(k) != getattr(opts, k)]
                 raise CorpusError(f"--model-dir {opts.model_dir} was made from another corpus or settings"

@@ -138,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="instead of --path/--rev-path/--data/--bpe-codes: a model directory of hmm-nmt-align-corpus "
                         "(text input; both directions merged as that command does, --method posterior "
                         "--symmetrize mean --links threshold:0.5 --pool words, unless given); several, separated by "
-                        "':', made from one corpus with other seeds, are an ensemble in each direction")
+                        "':', made from one corpus with other seeds, are an ensemble in each direction (as are the seeds of "
+                        "one directory made with --seeds)")
     p.add_argument("--data", metavar="DIR",
                    help="fairseq-preprocess output directory (binarized input); with --src-text: a folder with the "
                         "model's dict.SRC.txt/dict.TGT.txt (default: next to the checkpoint, else its training data-bin)")
@@ -213,7 +214,7 @@ def _apply_model_dir(args) -> None:
         raise ExtractionError("--model-dir aligns text: give --src-text and --tgt-text")
     dirs = [ModelDir(d) for d in args.model_dir.split(os.pathsep)]
     for md in dirs:
-        if md.data is None or not (md.done("train.fwd") and md.done("train.rev")):
+        if md.data is None or not md.finished():
             raise ExtractionError(f"--model-dir {md.path}: not a finished model directory of hmm-nmt-align-corpus "
                                   "(no manifest.json with both directions trained)")
     for md in dirs[1:]:  # an ensemble reads one segmentation and one dictionary
@@ -221,8 +222,9 @@ def _apply_model_dir(args) -> None:
             if not filecmp.cmp(dirs[0].file(*part), md.file(*part), shallow=False):
                 raise ExtractionError(f"--model-dir: {md.path} and {dirs[0].path} have different "
                                       f"{'/'.join(part)}: not one corpus and --merges")
-    args.path = os.pathsep.join(md.file("fwd", "checkpoint_last.pt") for md in dirs)
-    args.rev_path = os.pathsep.join(md.file("rev", "checkpoint_last.pt") for md in dirs)
+    # every seed of every directory (hmm-nmt-align-corpus --seeds) is a member of the ensemble
+    args.path, args.rev_path = (os.pathsep.join(md.file(pair[k], "checkpoint_last.pt") for md in dirs
+                                                 for pair in md.members()) for k in (0, 1))
     args.data = args.rev_data = dirs[0].file("bin")
     args.bpe_codes = dirs[0].file("codes")
     args.method = args.method or "posterior"

@@ -117,6 +117,52 @@ def test_model_dirs_of_one_corpus_align_as_an_ensemble(made, tmp_path):
 
 
 @pytest.mark.slow
+def test_seeds_train_an_ensemble_equal_to_separate_seeds_and_a_finished_model_grows(made, tmp_path):
+    """--seeds 2 trains fwd.2/rev.2 with seed 2 beside fwd/rev: its links equal hmm-nmt-align --model-dir A:B of
+    two one-seed directories (seeds 1 and 2); rerunning a finished one-seed directory with --seeds 2 trains only
+    the new seed, to the same links; fewer seeds than the directory has are refused."""
+    work, _, _, _ = made
+    import shutil
+
+    both = ["-s", "c.src", "-t", "c.tgt"]
+    p = run(work, *both, "--model-dir", str(tmp_path / "s2"), "--seed", "2", "-o", str(tmp_path / "s2.align"), *TINY)
+    assert p.returncode == 0, p.stderr[-2000:]
+    p = run(work, *both, "--model-dir", str(tmp_path / "e"), "--seeds", "2", "-o", str(tmp_path / "e.align"),
+            "-f", str(tmp_path / "e.fwd"), *TINY)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "training the first-order direct HMM, seeds 1-2, both directions (6 updates each, 1 thread each, " \
+           "2 at a time)" in p.stderr
+    manifest = json.loads((tmp_path / "e" / "manifest.json").read_text())
+    assert manifest["config"]["seeds"] == 2
+    assert {"train.fwd", "train.rev", "train.fwd.2", "train.rev.2"} <= set(manifest["done"])
+    assert "'seed': 2" in (tmp_path / "e" / "fwd.2" / "train.log").read_text()
+    text = ["--src-text", str(work / "c.src"), "--tgt-text", str(work / "c.tgt"), "--no-progress"]
+    p = _extract(tmp_path, "--model-dir", f"{work / 'm'}{os.pathsep}{tmp_path / 's2'}", *text, "-o", "sep.align")
+    assert p.returncode == 0, p.stderr[-2000:]
+    ensemble = (tmp_path / "e.align").read_text()
+    assert (tmp_path / "sep.align").read_text() == ensemble
+    assert ensemble not in ((work / "c.align").read_text(), (tmp_path / "s2.align").read_text())  # not one member
+    p = _extract(tmp_path, "--model-dir", str(tmp_path / "e"), *text, "-o", "dir.align")
+    assert p.returncode == 0 and (tmp_path / "dir.align").read_text() == ensemble
+    # the -f file is the ensemble's forward direction: the two forward checkpoints as one --path
+    ck = os.pathsep.join(str(tmp_path / "e" / d / "checkpoint_last.pt") for d in ("fwd", "fwd.2"))
+    p = _extract(tmp_path, "--path", ck, "--data", str(tmp_path / "e" / "bin"), "--bpe-codes",
+                 str(tmp_path / "e" / "codes"), "--method", "posterior", "--links", "threshold:0.5", "--pool",
+                 "words", *text, "-o", "f.align")
+    assert _links(tmp_path / "f.align") == [sorted(x) for x in _links(tmp_path / "e.fwd")]
+    # a finished one-seed directory grows: only seed 2 is trained
+    shutil.copytree(work / "m", tmp_path / "g")
+    before = (tmp_path / "g" / "fwd" / "checkpoint_last.pt").stat().st_mtime_ns
+    p = run(work, *both, "--model-dir", str(tmp_path / "g"), "--seeds", "2", "-o", str(tmp_path / "g.align"), *TINY)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "seed 2, both directions" in p.stderr
+    assert (tmp_path / "g" / "fwd" / "checkpoint_last.pt").stat().st_mtime_ns == before
+    assert (tmp_path / "g.align").read_text() == ensemble
+    p = run(work, *both, "--model-dir", str(tmp_path / "g"), "-o", str(tmp_path / "h.align"), *TINY)
+    assert p.returncode == 2 and "(seeds)" in p.stderr and not (tmp_path / "h.align").exists()
+
+
+@pytest.mark.slow
 def test_a_model_dir_from_before_the_newer_options_reads_as_their_old_settings(made, tmp_path):
     """A manifest written before --lexicon, --lr-schedule and --label-smoothing existed means what the command
     trained then (softmax, inverse-sqrt, 0.1): the same settings resume it, today's defaults are refused."""
@@ -374,6 +420,21 @@ def test_sigterm_during_alignment_leaves_no_output_and_no_temporary_file(made, t
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.txt"]
 
 
+@pytest.mark.parametrize("gpus,threads,pending,width", [(0, 2, 2, 2), (0, 2, 6, 2), (0, 16, 6, 6), (0, 1, 2, 2),
+                                                        (0, 4, 1, 1), (1, 16, 6, 2), (2, 2, 6, 2), (4, 2, 6, 4)])
+def test_trainers_side_by_side(monkeypatch, gpus, threads, pending, width):
+    """How many trainers --seeds runs at once: one per GPU with two or more, two on one GPU, else one per
+    thread, never fewer than a seed's two directions nor more than are pending."""
+    import torch
+
+    from hmm_nmt_align.corpus import _width, build_parser
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpus > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    opts = build_parser().parse_args(["-s", "a", "-t", "b", "--model-dir", "m", "--threads", str(threads)])
+    assert _width(opts, pending) == width
+
+
 @pytest.mark.parametrize("gpus,visible,expected", [(0, None, [None, None]), (1, None, [None, None]),
                                                    (2, None, ["0", "1"]), (4, "2,3", ["2", "3"])])
 def test_two_gpus_or_more_train_one_direction_each(monkeypatch, gpus, visible, expected):
@@ -390,3 +451,4 @@ def test_two_gpus_or_more_train_one_direction_each(monkeypatch, gpus, visible, e
         opts = build_parser().parse_args(["-s", "a", "-t", "b", "--model-dir", "m"] + (["--cpu"] if cpu else []))
         got = [_direction_env(opts, k, env).get("CUDA_VISIBLE_DEVICES") for k in (0, 1)]
         assert got == ([visible, visible] if cpu or gpus < 2 else expected)
+
