@@ -527,21 +527,24 @@ def align(md: ModelDir, opts, src, tgt) -> List[Tuple[int, str]]:
     paths = {k: p for k, p in (("output", opts.output), ("fwd", opts.fwd), ("rev", opts.rev),
                                ("scores", opts.scores)) if p}
     errors = []
-    with contextlib.ExitStack() as stack:
+    # Ctrl-C / SIGTERM only while aligning: never between creating the temporary files and registering their
+    # cleanup, nor between the renames (a signal then is taken when the outputs are complete)
+    with _signals_held(), contextlib.ExitStack() as stack:
         files = {k: stack.enter_context(open(stack.enter_context(atomic_output(p)), "w", encoding="utf-8"))
                  for k, p in paths.items()}
-        for start in range(0, len(src), ALIGN_CHUNK):
-            s, t = src[start:start + ALIGN_CHUNK], tgt[start:start + ALIGN_CHUNK]
-            with autocast("bf16" if bf16 else "fp32", _device(opts)):
-                out, e = _align_chunk(fwd, rev, opts, s, t, segmenter, decision, threshold)
-            errors += [(start + k, why) for k, why in e]
-            for k, f in files.items():
-                if k == "scores":
-                    f.write("".join(" ".join(f"{p:.4f}" for p in sent) + "\n" for sent in out[k]))
-                else:
-                    f.write(_pharaoh(out[k]))
-            if bar is not None:
-                bar.update(len(s))
+        with _signals_held(False):
+            for start in range(0, len(src), ALIGN_CHUNK):
+                s, t = src[start:start + ALIGN_CHUNK], tgt[start:start + ALIGN_CHUNK]
+                with autocast("bf16" if bf16 else "fp32", _device(opts)):
+                    out, e = _align_chunk(fwd, rev, opts, s, t, segmenter, decision, threshold)
+                errors += [(start + k, why) for k, why in e]
+                for k, f in files.items():
+                    if k == "scores":
+                        f.write("".join(" ".join(f"{p:.4f}" for p in sent) + "\n" for sent in out[k]))
+                    else:
+                        f.write(_pharaoh(out[k]))
+                if bar is not None:
+                    bar.update(len(s))
         for f in files.values():
             f.close()  # before atomic_output renames them
     if bar is not None:
@@ -560,6 +563,32 @@ def _load_direction(md: ModelDir, names: Sequence[str], cpu: bool, bf16: bool):
     for model, _ in loaded:  # whatever precision trained it
         model.decoder.lexicon_dtype_name = "bf16" if bf16 else "fp32"
     return loaded[0] if len(loaded) == 1 else (AlignerEnsemble([m for m, _ in loaded]), loaded[0][1])
+
+
+_HELD = {"depth": 0, "pending": False}  # _signals_held's state, read by the SIGINT/SIGTERM handler
+
+
+@contextlib.contextmanager
+def _signals_held(hold: bool = True):
+    """Defer (``hold``) or allow Ctrl-C and SIGTERM in the block; one deferred is raised as KeyboardInterrupt
+    where they are allowed again. A flag, not a signal mask: any thread may receive the signal, and Python runs
+    the handler in the main thread."""
+    saved = _HELD["depth"]
+    _HELD["depth"] = saved + 1 if hold else 0
+    try:
+        if not hold:
+            _raise_pending()
+        yield
+    finally:
+        _HELD["depth"] = saved
+    if not saved:
+        _raise_pending()
+
+
+def _raise_pending() -> None:
+    if _HELD["pending"]:
+        _HELD["pending"] = False
+        raise KeyboardInterrupt
 
 
 def _pharaoh(links) -> str:
@@ -740,12 +769,19 @@ def run(opts) -> int:
 
 
 def _terminated(signum, frame):
-    raise KeyboardInterrupt  # a scheduler's SIGTERM stops the trainers and leaves no partial output, as Ctrl-C
+    """A scheduler's SIGTERM stops the trainers and leaves no partial output, as Ctrl-C does; both wait while
+    the outputs are created or renamed (_signals_held)."""
+    if _HELD["depth"]:
+        _HELD["pending"] = True
+        return
+    raise KeyboardInterrupt
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     opts = build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _terminated)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where the shell made it ignored
+        signal.signal(signal.SIGINT, _terminated)
     try:
         return run(opts)
     except CorpusError as e:

@@ -452,3 +452,30 @@ def test_two_gpus_or_more_train_one_direction_each(monkeypatch, gpus, visible, e
         got = [_direction_env(opts, k, env).get("CUDA_VISIBLE_DEVICES") for k in (0, 1)]
         assert got == ([visible, visible] if cpu or gpus < 2 else expected)
 
+
+def test_a_signal_while_the_outputs_are_created_or_renamed_waits_for_them():
+    """Ctrl-C / SIGTERM (the handler) inside a held block is raised only where signals are allowed again:
+    at the start of the aligning block inside it, or after the held block (the outputs renamed)."""
+    import signal as sig
+
+    from hmm_nmt_align.corpus import _signals_held, _terminated
+
+    steps = []
+    with pytest.raises(KeyboardInterrupt):
+        with _signals_held():
+            _terminated(sig.SIGTERM, None)
+            steps.append("created")
+            with _signals_held(False):
+                steps.append("aligned")  # not reached: the deferred signal is raised on entry
+    assert steps == ["created"]
+    with pytest.raises(KeyboardInterrupt):
+        with _signals_held():
+            with _signals_held(False):
+                steps.append("aligned")
+            _terminated(sig.SIGINT, None)
+            steps.append("renamed")
+    assert steps == ["created", "aligned", "renamed"]
+    with _signals_held():
+        pass  # nothing pending any more
+    with pytest.raises(KeyboardInterrupt):
+        _terminated(sig.SIGTERM, None)  # outside: at once
