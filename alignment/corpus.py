@@ -360,7 +360,7 @@ def _targets(md: ModelDir, opts) -> dict:
     out = {}
     for name in (n for pair in md.members(opts.seeds) for n in pair):
         stage = md.data.get("done", {}).get(f"train.{name}")
-        if opts.cont and stage is not None:
+        if opts.cont:
             target = stage.get("updates", stage["max_update"]) + opts.max_update
             if "from_hours" not in stage:  # where this --continue starts: a rerun of an interrupted one resumes it
                 stage["from_hours"] = list(_hours_so_far(md, name))
@@ -420,7 +420,7 @@ def train(md: ModelDir, opts, targets: dict, progress: bool) -> None:
 
         bar = tqdm(total=sum(targets[name][0] for name in pending), desc=f"training {which}", unit="upd",
                    file=sys.stderr)
-    running, done, failed = {}, [], []  # running: name -> (process, log, slot)
+    running, failed = {}, []  # running: name -> (process, log, slot)
 
     def start(name: str) -> None:
         slot = min(set(range(width)) - {r[2] for r in running.values()})
@@ -439,8 +439,9 @@ def train(md: ModelDir, opts, targets: dict, progress: bool) -> None:
             for name, (p, log, _) in list(running.items()):
                 if p.poll() is not None:
                     del running[name]
-                    (done if p.returncode == 0 else failed).append((name, log))
-                    if p.returncode == 0:
+                    if p.returncode != 0:
+                        failed.append((name, log))
+                    else:
                         md.mark(f"train.{name}", max_update=targets[name][0], updates=_last_update(log),
                                 precision="bf16" if _bf16_training(opts) else "fp32")
             if failed and not running:
@@ -449,7 +450,8 @@ def train(md: ModelDir, opts, targets: dict, progress: bool) -> None:
                 bar.n = sum(min(_last_update(md.file(name, "train.log")), targets[name][0])
                             for name in pending if name not in queue)
                 bar.refresh()
-            time.sleep(0.5 if not running else 2)
+            if running:
+                time.sleep(2)
     except KeyboardInterrupt:
         for p, _, _ in running.values():
             if p.poll() is None:  # SIGTERM: a trainer started by a background job ignores SIGINT
@@ -553,16 +555,15 @@ def align(md: ModelDir, opts, src, tgt) -> List[Tuple[int, str]]:
 
 
 def _load_direction(md: ModelDir, names: Sequence[str], cpu: bool, bf16: bool):
-    """``(model, task)`` of one direction: its checkpoint, or with several seeds the
-    :class:`~hmm_nmt.aligner.ensemble.AlignerEnsemble` of theirs (their posteriors averaged)."""
-    from hmm_nmt.aligner.ensemble import AlignerEnsemble
+    """``(model, task)`` of one direction: its checkpoint, or with several seeds hmm-nmt-align's ensemble of
+    theirs (their posteriors averaged)."""
+    from .loading import load_aligner
 
-    from .loading import load_model
-
-    loaded = [load_model(md.file(name, "checkpoint_last.pt"), md.file("bin"), cpu) for name in names]
-    for model, _ in loaded:  # whatever precision trained it
-        model.decoder.lexicon_dtype_name = "bf16" if bf16 else "fp32"
-    return loaded[0] if len(loaded) == 1 else (AlignerEnsemble([m for m, _ in loaded]), loaded[0][1])
+    model, task = load_aligner(os.pathsep.join(md.file(name, "checkpoint_last.pt") for name in names),
+                               md.file("bin"), cpu)
+    for member in getattr(model, "members", [model]):  # whatever precision trained it
+        member.decoder.lexicon_dtype_name = "bf16" if bf16 else "fp32"
+    return model, task
 
 
 _HELD = {"depth": 0, "pending": False}  # _signals_held's state, read by the SIGINT/SIGTERM handler

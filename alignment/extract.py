@@ -238,28 +238,6 @@ def checkpoints(text: Optional[str]) -> List[str]:
     return [p for p in (text or "").split(os.pathsep) if p]
 
 
-def load_aligner(text: str, data: Optional[str], cpu: bool, flag: str = "--path", data_flag: str = "--data"):
-    """``(model, task)`` of ``--path``: one checkpoint, or an :class:`~hmm_nmt.aligner.ensemble.AlignerEnsemble`
-    of several with the same dictionaries (the first one's task)."""
-    from .loading import load_model
-
-    loaded = [load_model(p, data, cpu, flag=flag, data_flag=data_flag) for p in checkpoints(text)]
-    if len(loaded) == 1:
-        return loaded[0]
-    from hmm_nmt.aligner.ensemble import AlignerEnsemble
-
-    first = loaded[0][1]
-    for (_, task), path in zip(loaded[1:], checkpoints(text)[1:]):
-        for side in ("source_dictionary", "target_dictionary"):
-            if getattr(task, side).symbols != getattr(first, side).symbols:
-                raise ExtractionError(f"{flag}: {path} has another {side.split('_')[0]} dictionary than "
-                                      f"{checkpoints(text)[0]}: an ensemble needs one dictionary")
-    try:
-        return AlignerEnsemble([m for m, _ in loaded]), first
-    except ValueError as e:
-        raise ExtractionError(f"{flag}: {e}") from None
-
-
 def _check_args(args) -> Tuple[List[str], LinkOptions]:
     _apply_model_dir(args)
     for name in ("batch_size", "max_tokens"):
@@ -388,6 +366,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             src_lines, tgt_lines, segmenter = read_text_inputs(args.src_text, args.tgt_text, args.bpe_codes,
                                                                  args.spm_model)
         from hmm_nmt.aligner.matrices import available_methods, model_type, parse_layers, unavailable
+
+        from .loading import load_aligner
 
         setup_logging()
         model, task = load_aligner(args.path, args.data, args.cpu)

@@ -7,7 +7,7 @@ import torch
 import hmm_nmt  # noqa: F401  (registers the plugin; makes checkpoints loadable under torch >= 2.6)
 from hmm_nmt_align.base.console import ExtractionError
 
-__all__ = ["load_model", "load_subset", "read_checkpoint"]
+__all__ = ["load_model", "load_subset", "read_checkpoint", "load_aligner"]
 
 
 def _dict_size(path: str) -> Optional[int]:
@@ -170,3 +170,24 @@ def load_subset(task, subset: str):
     if getattr(dataset, "tgt", None) is None:
         raise ExtractionError(f"--subset {subset}: no target side; forced alignment needs reference pairs")
     return dataset
+
+
+def load_aligner(text: str, data: Optional[str], cpu: bool, flag: str = "--path", data_flag: str = "--data"):
+    """``(model, task)`` of ``--path``: one checkpoint, or an :class:`~hmm_nmt.aligner.ensemble.AlignerEnsemble`
+    of several with the same dictionaries (the first one's task)."""
+    paths = [p for p in text.split(os.pathsep) if p]
+    loaded = [load_model(p, data, cpu, flag=flag, data_flag=data_flag) for p in paths]
+    if len(loaded) == 1:
+        return loaded[0]
+    from hmm_nmt.aligner.ensemble import AlignerEnsemble
+
+    first = loaded[0][1]
+    for (_, task), path in zip(loaded[1:], paths[1:]):
+        for side in ("source_dictionary", "target_dictionary"):
+            if getattr(task, side).symbols != getattr(first, side).symbols:
+                raise ExtractionError(f"{flag}: {path} has another {side.split('_')[0]} dictionary than "
+                                      f"{paths[0]}: an ensemble needs one dictionary")
+    try:
+        return AlignerEnsemble([m for m, _ in loaded]), first
+    except ValueError as e:
+        raise ExtractionError(f"{flag}: {e}") from None
