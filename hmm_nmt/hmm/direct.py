@@ -20,6 +20,11 @@ Source padding must carry MASKED (or -inf in forward-only use) in A / A0 / T on 
 The alignment posterior p(b_i = j | E, F) is the gradient of log p(E | F) with respect to L(i, j)
 (torch-struct's view); :func:`posteriors` computes it that way and :func:`forward_backward` by an explicit
 backward recursion, which the tests compare.
+
+Links as evidence: for sets C_i of allowed source positions on some target positions,
+p(b_i in C_i for those i | E, F) = Z_C / Z, where Z_C is the same forward run with L(i, j) masked outside C_i
+(:func:`link_log_posterior`). Its negative log trains a model toward given links without a second backward
+pass, and with one link per position it is the posterior itself.
 """
 import torch
 from torch import Tensor
@@ -30,7 +35,8 @@ from hmm_nmt.hmm.semiring import LOG_SAFE
 
 __all__ = ["MASKED", "zero_order_log_likelihood", "first_order_forward", "first_order_log_likelihood",
            "log_likelihood", "posteriors", "forward_backward", "topk_mask", "first_order_topk_paths",
-           "first_order_pruned_log_likelihood", "first_order_pruned_filter_log_likelihood"]
+           "first_order_pruned_log_likelihood", "first_order_pruned_filter_log_likelihood", "restriction",
+           "link_log_posterior"]
 
 
 def zero_order_log_likelihood(log_align: Tensor, lex: Tensor, tgt_mask: Tensor) -> Tensor:
@@ -73,6 +79,23 @@ def posteriors(lex: Tensor, tgt_mask: Tensor, **alignment) -> Tensor:
         ll = log_likelihood(lex, tgt_mask, **alignment)
         (grad,) = torch.autograd.grad(ll.sum(), lex)
     return grad
+
+
+def restriction(allowed: Tensor) -> Tensor:
+    """Additive lexicon scores (B, I, J) that confine b_i to the True entries of ``allowed`` (B, I, J) on every
+    target position that has one: MASKED elsewhere on such a row, 0 on it and on rows with none (free)."""
+    bound = allowed.any(-1, keepdim=True) & ~allowed
+    return torch.zeros(allowed.shape, dtype=torch.get_default_dtype(), device=allowed.device).masked_fill(bound, MASKED)
+
+
+def link_log_posterior(lex: Tensor, tgt_mask: Tensor, allowed: Tensor, log_z: Tensor = None,
+                       **alignment) -> Tensor:
+    """log p(b_i in C_i for every target position i with an allowed source position | E, F) per sentence (B,),
+    C_i the True entries of ``allowed[:, i]``: log Z_C - log Z (<= 0; 0 for a sentence without links).
+    ``log_z``: :func:`log_likelihood` of the same arguments, when the caller has it."""
+    if log_z is None:
+        log_z = log_likelihood(lex, tgt_mask, **alignment)
+    return log_likelihood(lex + restriction(allowed).to(lex.dtype), tgt_mask, **alignment) - log_z
 
 
 def forward_backward(lex: Tensor, tgt_mask: Tensor, log_align: Tensor = None, log_init: Tensor = None,

@@ -199,3 +199,64 @@ def test_zero_order_topk_restriction_is_a_lower_bound(seed):
         assert (ll <= exact + 1e-9).all()
         if k == 4:
             torch.testing.assert_close(ll, exact)
+
+
+def brute_force_links(p, order, allowed):
+    """log p(b_i in C_i for every constrained i | E, F) by enumerating every alignment sequence."""
+    out = []
+    for b in range(p["lex"].size(0)):
+        n_tgt, n_src = int(p["tgt_lens"][b]), int(p["src_lens"][b])
+        total = kept = 0.0
+        for align in itertools.product(range(n_src), repeat=n_tgt):
+            lp = sum((p["log_align"][b, i, j] if order == 0 else p["log_init"][b, j] if i == 0
+                      else p["log_trans"][b, i, align[i - 1], j]).item() + p["lex"][b, i, j].item()
+                     for i, j in enumerate(align))
+            total += math.exp(lp)
+            if all(allowed[b, i, j] or not allowed[b, i].any() for i, j in enumerate(align)):
+                kept += math.exp(lp)
+        out.append(math.log(kept / total) if kept else -math.inf)
+    return torch.tensor(out, dtype=torch.float64)
+
+
+def random_links(p, seed):
+    """Allowed sets on some real (i, j): rows with one, two or no allowed positions."""
+    g = torch.Generator().manual_seed(seed)
+    real = p["tgt_mask"][:, :, None] & ~p["src_pad"][:, None, :]
+    allowed = (torch.rand(real.shape, generator=g) < 0.4) & real
+    allowed[:, 0] = False  # a free row
+    return allowed
+
+
+@pytest.mark.parametrize("order", [0, 1])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_link_log_posterior_equals_brute_force(order, seed):
+    p = random_problem(bsz=3, tgt_len=4, src_len=4, seed=seed)
+    allowed = random_links(p, seed)
+    assert allowed.any(-1).sum() >= 3 and (allowed.sum(-1) >= 2).any()  # the draw has multi-position rows
+    got = direct.link_log_posterior(p["lex"], p["tgt_mask"], allowed, **potentials(p, order))
+    torch.testing.assert_close(got, brute_force_links(p, order, allowed))
+    assert (got <= 1e-12).all()
+
+
+@pytest.mark.parametrize("order", [0, 1])
+def test_one_link_is_the_posterior(order):
+    """With a single allowed position j at one target position i, it is log p(b_i = j | E, F)."""
+    p = random_problem(bsz=3, tgt_len=4, src_len=3, seed=5)
+    post = direct.forward_backward(p["lex"], p["tgt_mask"], **potentials(p, order))
+    for i, j in ((0, 1), (1, 0), (2, 1)):
+        allowed = torch.zeros_like(post, dtype=torch.bool)
+        allowed[:, i, j] = True
+        got = direct.link_log_posterior(p["lex"], p["tgt_mask"], allowed, **potentials(p, order))
+        real = p["tgt_mask"][:, i]  # a padded target position is no evidence: 0
+        torch.testing.assert_close(got, torch.where(real, post[:, i, j].log(), torch.zeros_like(got)))
+
+
+def test_no_links_is_zero_and_gradient_is_finite():
+    p = random_problem(bsz=3, tgt_len=4, src_len=4, seed=6)
+    lex = p["lex"].clone().requires_grad_(True)
+    free = torch.zeros(lex.shape, dtype=torch.bool)
+    torch.testing.assert_close(direct.link_log_posterior(lex, p["tgt_mask"], free, **potentials(p, 1)),
+                               torch.zeros(3, dtype=torch.float64))
+    allowed = random_links(p, 0)
+    direct.link_log_posterior(lex, p["tgt_mask"], allowed, **potentials(p, 1)).sum().backward()
+    assert torch.isfinite(lex.grad).all() and lex.grad.abs().sum() > 0
