@@ -17,7 +17,13 @@ stages, each recorded in ``DIR/manifest.json`` so that rerunning the same comman
    the learning rate decaying linearly to 0) trained in both directions side by side, the threads (or two GPUs)
    split between them (fairseq-train resumes from ``checkpoint_last.pt``); with ``--seeds N``, N models per
    direction (``fwd``, ``fwd.2``, ...; seeds ``--seed``, ``--seed`` + 1, ...);
-4. the alignment: the posteriors of both directions (each the mean over the seeds) merged (``--symmetrize mean --links threshold:0.5``, pooled to
+4. ``bin/train.align.*``: the training pairs aligned by this first pass (both directions merged as in stage 6,
+   the seeds' posteriors averaged), as piece links;
+5. ``fwd.guided/``, ``rev.guided/``, ...: the second pass (``--guide-updates``, default 1,200): each model trains
+   on from its first-pass checkpoint with ``--alignment-guide-weight`` (``--guide-weight``, default 4) times
+   -log p(links | E, F) added to its loss, i.e. toward the links both directions agreed on, which the two
+   directions alone do not see (``--guide-updates 0``: one pass, stages 4-5 skipped);
+6. the alignment: the posteriors of both directions (each the mean over the seeds) merged (``--symmetrize mean --links threshold:0.5``, pooled to
    words: the setting chosen on the Hansards trial pairs), written atomically.
 
 ``--align-only`` aligns with a finished model directory and trains nothing; ``--continue`` trains it further
@@ -108,7 +114,7 @@ def _check_outputs(opts) -> None:
             if os.path.exists(path) and os.path.samefile(path, ipath):
                 raise CorpusError(f"{flag} {path} is the input {iflag}: refusing to overwrite it")
         if os.path.realpath(os.path.dirname(real)).startswith(os.path.realpath(opts.model_dir) + os.sep) and \
-                re.fullmatch(r"(fwd|rev)(\.\d+)?|bin", os.path.basename(os.path.dirname(real))):
+                re.fullmatch(r"(fwd|rev)(\.\d+)?(\.guided)?|bin", os.path.basename(os.path.dirname(real))):
             raise CorpusError(f"{flag} {path} is inside the model directory's {os.path.dirname(real)}")
         if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             raise CorpusError(f"{flag}: the directory of {path} does not exist")
@@ -149,9 +155,35 @@ class ModelDir:
         n = seeds if seeds is not None else (self.data or {}).get("config", {}).get("seeds", 1)
         return [("fwd", "rev") if k == 0 else (f"fwd.{k + 1}", f"rev.{k + 1}") for k in range(n)]
 
+    def guide_updates(self) -> int:
+        return int((self.data or {}).get("config", {}).get("guide_updates", KEY_DEFAULTS["guide_updates"]))
+
     def finished(self) -> bool:
-        """Every direction of every seed trained."""
-        return bool(self.data) and all(self.done(f"train.{name}") for pair in self.members() for name in pair)
+        """Every direction of every seed trained, both passes."""
+        stages = ("train", "guide") if self.guide_updates() else ("train",)
+        return bool(self.data) and all(self.done(f"{stage}.{name}") for pair in self.members() for name in pair
+                                       for stage in stages)
+
+    def checkpoint(self, name: str, stage: Optional[str] = None) -> str:
+        """The checkpoint a member folder (``fwd``, ``rev.2``, ...) aligns with: its second pass's when the model
+        has one (``stage``: ``train`` or ``guide`` for either pass)."""
+        if stage is None:
+            stage = "guide" if self.guide_updates() else "train"
+        return self.file(guided(name) if stage == "guide" else name, "checkpoint_last.pt")
+
+    def forget_guide(self) -> None:
+        """Drop the links and the second pass (the first pass changed): both are made again."""
+        for stage in [k for k in self.data.get("done", {}) if k == "links" or k.startswith("guide.")]:
+            del self.data["done"][stage]
+        for pair in self.members():
+            for name in pair:
+                if os.path.isdir(self.file(guided(name))):
+                    shutil.rmtree(self.file(guided(name)))
+        for side in ("src-tgt", "tgt-src"):
+            for ext in (".bin", ".idx"):
+                if os.path.exists(self.file("bin", f"train.align.{side}{ext}")):
+                    os.remove(self.file("bin", f"train.align.{side}{ext}"))
+        self.save()
 
     def mark(self, stage: str, **info) -> None:
         self.data.setdefault("done", {})[stage] = dict(info, at=time.strftime("%Y-%m-%dT%H:%M:%S"))
@@ -161,13 +193,20 @@ class ModelDir:
         atomic_write(self.manifest_path, json.dumps(self.data, indent=1) + "\n")
 
 
+def guided(name: str) -> str:
+    """The second pass's folder of member folder ``name``."""
+    return name + ".guided"
+
+
 MODEL_KEYS = ("merges", "embed_dim", "ffn_dim", "layers", "heads", "max_tokens", "lr", "warmup_updates", "dropout",
               "seed", "max_update", "patience", "valid_lines", "lexicon", "target_context", "lr_schedule",
-              "label_smoothing", "time_limit", "seeds")
+              "label_smoothing", "time_limit", "seeds", "guide_updates", "guide_weight")
+# what a finished model directory may be rerun with: more seeds (only the new ones train), another second pass
+GROWABLE = ("seeds", "guide_updates", "guide_weight")
 ARCH_KEYS = ("embed_dim", "ffn_dim", "layers", "heads", "dropout", "lexicon", "target_context")
 # what a manifest written before a key existed means by it
 KEY_DEFAULTS = {"lexicon": "softmax", "target_context": "past", "lr_schedule": "inverse-sqrt",
-                "label_smoothing": 0.1, "time_limit": None, "seeds": 1}
+                "label_smoothing": 0.1, "time_limit": None, "seeds": 1, "guide_updates": 0, "guide_weight": 1.0}
 
 
 def _config(opts) -> dict:
@@ -189,17 +228,22 @@ def _run(cmd: List[str], log: str, what: str) -> None:
         raise CorpusError(f"{what} failed (log: {log}): {' | '.join(tail)}")
 
 
+def _split(src, tgt, valid_lines: int) -> Tuple[List[int], List[int]]:
+    """The training and held-out lines (those with words on both sides; the last ones held out)."""
+    train = [k for k in range(len(src)) if src[k] and tgt[k]]
+    if not train:
+        raise CorpusError("no line has words on both sides: nothing to train on")
+    n_valid = min(valid_lines, max(1, len(train) // 10))
+    return (train[:-n_valid] if len(train) > n_valid else train), train[-n_valid:]
+
+
 def prepare(md: ModelDir, opts, src, tgt) -> None:
     """Stages 1 and 2: BPE codes (new model only) and the binarized pairs."""
     from subword_nmt.learn_bpe import learn_bpe
 
     from hmm_nmt_align.base.segment import load_segmenter
 
-    train = [k for k in range(len(src)) if src[k] and tgt[k]]
-    if not train:
-        raise CorpusError("no line has words on both sides: nothing to train on")
-    n_valid = min(opts.valid_lines, max(1, len(train) // 10))
-    valid, train = train[-n_valid:], (train[:-n_valid] if len(train) > n_valid else train)
+    train, valid = _split(src, tgt, opts.valid_lines)
     os.makedirs(md.file("text"), exist_ok=True)
     if not md.done("codes"):
         counts = {}
@@ -240,15 +284,17 @@ def prepare(md: ModelDir, opts, src, tgt) -> None:
     md.mark("bin", train_pairs=len(train), valid_pairs=len(valid))
 
 
-def _train_cmd(md: ModelDir, opts, name: str, max_update: int, budget: Optional[Tuple[float, float]] = None
-               ) -> List[str]:
+def _train_cmd(md: ModelDir, opts, name: str, max_update: int, budget: Optional[Tuple[float, float]] = None,
+               stage: str = "train") -> List[str]:
     """fairseq-train's command line for the direction in folder ``name`` (``fwd``, ``rev``, ``fwd.2``, ...: its
     seed is --seed plus the member's index); ``budget``: (the clock's hours where --time-limit starts, fairseq's
-    cumulative hours where it stops)."""
+    cumulative hours where it stops). ``stage="guide"``: the second pass, in ``guided(name)``, from the first
+    pass's checkpoint toward the links of ``bin/train.align.*``, at half the learning rate and warm-up."""
     from hmm_nmt_align.plugin import plugin_dir
 
     member = next(k for k, pair in enumerate(md.members(opts.seeds)) if name in pair)
     s, t = ("src", "tgt") if name.startswith("fwd") else ("tgt", "src")
+    guide = stage == "guide"
     cmd = [sys.executable, "-m", "fairseq_cli.train", md.file("bin"), "--source-lang", s, "--target-lang", t,
            "--user-dir", plugin_dir(), "--arch", "transformer_dhmm_first_order", "--share-all-embeddings",
            "--encoder-layers", str(opts.layers), "--decoder-layers", str(opts.layers),
@@ -257,10 +303,11 @@ def _train_cmd(md: ModelDir, opts, name: str, max_update: int, budget: Optional[
            "--encoder-attention-heads", str(opts.heads), "--decoder-attention-heads", str(opts.heads),
            "--dropout", str(opts.dropout), "--criterion", "dhmm_label_smoothed_cross_entropy",
            "--label-smoothing", str(opts.label_smoothing), "--optimizer", "adam", "--adam-betas", "(0.9,0.98)",
-           "--lr", str(opts.lr),
-           *_schedule(opts, max_update, budget), "--warmup-updates", str(opts.warmup_updates),
+           "--lr", str(opts.lr / 2 if guide else opts.lr),
+           *_schedule(opts, max_update, budget),
+           "--warmup-updates", str(max(1, opts.warmup_updates // 2) if guide else opts.warmup_updates),
            "--max-tokens", str(opts.max_tokens), "--max-update", str(max_update), "--seed", str(opts.seed + member),
-           "--save-dir", md.file(name), "--no-epoch-checkpoints",
+           "--save-dir", md.file(guided(name) if guide else name), "--no-epoch-checkpoints",
            # the optimizer state is kept: fairseq restores the update count from it
            "--num-workers", "0", "--required-batch-size-multiple", "1", "--lexicon", opts.lexicon,
            "--target-context", opts.target_context,
@@ -268,6 +315,10 @@ def _train_cmd(md: ModelDir, opts, name: str, max_update: int, budget: Optional[
            "--max-target-positions", "1024", "--log-format", "json", "--log-interval", "10", "--no-progress-bar"]
     if budget is not None:
         cmd += ["--stop-time-hours", str(budget[1])]
+    if guide:  # a fresh optimizer and update count; a rerun resumes from the folder's own checkpoint_last.pt
+        cmd += ["--finetune-from-model", md.checkpoint(name, "train")]
+        if md.data["done"]["links"]["links"]:
+            cmd += ["--load-alignments", "--alignment-guide-weight", str(opts.guide_weight)]
     if opts.patience:
         cmd += ["--patience", str(opts.patience), "--validate-interval-updates", str(opts.validate_interval),
                 "--save-interval-updates", str(opts.validate_interval)]
@@ -394,40 +445,44 @@ def _describe(md: ModelDir, opts, names: Sequence[str]) -> str:
     return f"seed{'s' if len(numbers) > 1 else ''} {run}, {what}"
 
 
-def train(md: ModelDir, opts, targets: dict, progress: bool) -> None:
-    """Stage 3: every direction of every seed (``targets``: see _targets), ``_width`` trainers side by side with
-    the threads split between them; a seed's two directions start together."""
+def train(md: ModelDir, opts, targets: dict, progress: bool, stage: str = "train") -> None:
+    """Stage 3 (or with ``stage="guide"`` stage 5): every direction of every seed (``targets``: see _targets),
+    ``_width`` trainers side by side with the threads split between them; a seed's two directions start together."""
     pending = [name for pair in md.members(opts.seeds) for name in pair
-               if not (md.done(f"train.{name}")
-                       and md.data["done"][f"train.{name}"].get("max_update") == targets[name][0])]
+               if not (md.done(f"{stage}.{name}")
+                       and md.data["done"][f"{stage}.{name}"].get("max_update") == targets[name][0])]
     if not pending:
         return
+    folder = guided if stage == "guide" else (lambda name: name)
     width = _width(opts, len(pending))
     threads = max(1, opts.threads // width)
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     which = _describe(md, opts, pending)
     where = "one GPU each" if _gpus(opts) >= 2 and width > 1 else \
         f"{threads} thread{'s' if threads > 1 else ''} each" + (f", {width} at a time" if width < len(pending) else "")
-    goal = f"{opts.max_update}{' more' if opts.cont else ''} updates each"
-    if opts.time_limit:
+    goal = f"{targets[pending[0]][0] if stage == 'guide' else opts.max_update}" \
+        f"{' more' if opts.cont and stage == 'train' else ''} updates each"
+    if opts.time_limit and stage == "train":
         h = opts.time_limit
         goal += ", at most " + (f"{h:g} h" if h >= 1 else f"{round(h * 60, 2):g} min" if h >= 1 / 60
                                 else f"{round(h * 3600, 2):g} s")
-    _log(f"training the first-order direct HMM, {which} ({goal}, {where}); log: {md.file(pending[0], 'train.log')}")
+    what = "training the first-order direct HMM" if stage == "train" else \
+        "training on toward the first pass's links (second pass)"
+    _log(f"{what}, {which} ({goal}, {where}); log: {md.file(folder(pending[0]), 'train.log')}")
     bar = None
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=sum(targets[name][0] for name in pending), desc=f"training {which}", unit="upd",
-                   file=sys.stderr)
+        bar = tqdm(total=sum(targets[name][0] for name in pending),
+                   desc=f"{'training' if stage == 'train' else 'second pass,'} {which}", unit="upd", file=sys.stderr)
     running, failed = {}, []  # running: name -> (process, log, slot)
 
     def start(name: str) -> None:
         slot = min(set(range(width)) - {r[2] for r in running.values()})
-        os.makedirs(md.file(name), exist_ok=True)
-        log = md.file(name, "train.log")
+        os.makedirs(md.file(folder(name)), exist_ok=True)
+        log = md.file(folder(name), "train.log")
         with open(log, "a", encoding="utf-8") as f:
-            running[name] = (subprocess.Popen(_train_cmd(md, opts, name, *targets[name]), stdout=f,
+            running[name] = (subprocess.Popen(_train_cmd(md, opts, name, *targets[name], stage=stage), stdout=f,
                                               stderr=subprocess.STDOUT, env=_direction_env(opts, slot, env),
                                               start_new_session=True), log, slot)
 
@@ -442,12 +497,12 @@ def train(md: ModelDir, opts, targets: dict, progress: bool) -> None:
                     if p.returncode != 0:
                         failed.append((name, log))
                     else:
-                        md.mark(f"train.{name}", max_update=targets[name][0], updates=_last_update(log),
+                        md.mark(f"{stage}.{name}", max_update=targets[name][0], updates=_last_update(log),
                                 precision="bf16" if _bf16_training(opts) else "fp32")
             if failed and not running:
                 break
             if bar is not None:
-                bar.n = sum(min(_last_update(md.file(name, "train.log")), targets[name][0])
+                bar.n = sum(min(_last_update(md.file(folder(name), "train.log")), targets[name][0])
                             for name in pending if name not in queue)
                 bar.refresh()
             if running:
@@ -498,29 +553,87 @@ def _align_chunk(fwd, rev, opts, src, tgt, segmenter, decision, threshold) -> Tu
     return out, errors
 
 
-def align(md: ModelDir, opts, src, tgt) -> List[Tuple[int, str]]:
-    """Stage 4: every line's links, merged and per direction (as asked), streamed in input order to temporary
-    files that replace the outputs when all lines are done; returns the lines too long for a model."""
+def _aligners(md: ModelDir, opts, stage: Optional[str] = None, both: bool = True):
+    """The alignment setup (threads, logging) and both directions' models of ``stage`` (default: the final ones)."""
     import logging
 
     import torch
 
-    from hmm_nmt.hmm.precision import autocast
-    from hmm_nmt_align.base.links import parse_decision
-    from hmm_nmt_align.base.segment import load_segmenter
-
     # two threads or more: the two directions side by side, as in training
-    opts.parallel_align = opts.threads >= 2 and bool(opts.output or opts.rev)
+    opts.parallel_align = opts.threads >= 2 and both
     torch.set_num_threads(max(1, opts.threads // 2) if opts.parallel_align else max(1, opts.threads))
     logging.getLogger("fairseq").setLevel(logging.WARNING)  # its per-model dictionary lines
     # torch's deprecation note on fairseq's attention masks, once per model: not the user's business
     warnings.filterwarnings("ignore", message="Support for mismatched key_padding_mask and attn_mask")
+    fwd, rev = (_load_direction(md, [pair[k] for pair in md.members()], opts.cpu, _bf16(opts), stage)
+                for k in (0, 1))
+    if _gpus(opts) >= 2:  # the two directions side by side on two GPUs, as in training
+        rev[0].to("cuda:1")
+    return fwd, rev
+
+
+def links(md: ModelDir, opts, src, tgt) -> None:
+    """Stage 4: the training pairs aligned by the first pass (every seed; both directions merged by the default
+    merge), as fairseq's piece alignments ``bin/train.align.src-tgt`` (and ``tgt-src``) for the second pass."""
+    if md.done("links"):
+        if md.data["done"]["links"].get("seeds") == len(md.members()):
+            return
+        md.forget_guide()  # more seeds: new links from all of them, and every second pass again
+    from hmm_nmt.hmm.precision import autocast
+    from hmm_nmt_align.base.links import LinkOptions, parse_decision
+    from hmm_nmt_align.base.segment import load_segmenter
+
+    from .guide import piece_links, write_link_dataset
+    from .raw_text import align_text
+
+    train_lines, _ = _split(src, tgt, opts.valid_lines)
+    if len(train_lines) != md.data["done"]["bin"]["train_pairs"]:  # the binarized pairs are another split
+        raise CorpusError(f"--model-dir {md.path}: bin/ holds {md.data['done']['bin']['train_pairs']} training "
+                          f"pairs, the corpus {len(train_lines)} with --valid-lines {opts.valid_lines}")
+    _log(f"aligning the {len(train_lines)} training pairs with the first pass, for the second")
+    fwd, rev = _aligners(md, opts, "train")
+    segmenter = load_segmenter(md.file("codes"), None)
+    opts_links = LinkOptions(*parse_decision(DEFAULT_LINKS), False, DEFAULT_SYMMETRIZE, DEFAULT_POOL)
+    bar = None
+    if not opts.no_progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(train_lines), desc="first-pass links", unit="pair", file=sys.stderr)
+    rows = []
+    for start in range(0, len(train_lines), ALIGN_CHUNK):
+        keep = train_lines[start:start + ALIGN_CHUNK]
+        s, t = [src[k] for k in keep], [tgt[k] for k in keep]
+        with autocast("bf16" if _bf16(opts) else "fp32", _device(opts)):
+            out, _, _ = align_text(*fwd, s, t, segmenter, ["posterior"], opts_links, batch_size=64,
+                                   max_tokens=opts.align_max_tokens, rev=rev, parallel=opts.parallel_align)
+        for words, a, b in zip(out["posterior"], s, t):  # a line too long for a model: no links, a free row
+            rows.append(piece_links(words, segmenter.segment(a)[1], segmenter.segment(b)[1]))
+        if bar is not None:
+            bar.update(len(keep))
+    if bar is not None:
+        bar.close()
+    n_links = sum(len(r) for r in rows)
+    if not n_links:  # fairseq cannot map an empty file: the second pass trains on without links
+        _log("warning: the first pass agreed on no link; the second pass trains on without links")
+    for side, flip in (("src-tgt", False), ("tgt-src", True)) if n_links else ():
+        tmp = md.file("bin", f"train.align.{side}.tmp")
+        write_link_dataset(tmp, ([(i, j) for j, i in r] if flip else r for r in rows))
+        for ext in (".bin", ".idx"):
+            os.replace(tmp + ext, md.file("bin", f"train.align.{side}{ext}"))
+    md.mark("links", seeds=len(md.members()), pairs=len(rows), links=n_links)
+
+
+def align(md: ModelDir, opts, src, tgt) -> List[Tuple[int, str]]:
+    """Stage 6: every line's links, merged and per direction (as asked), streamed in input order to temporary
+    files that replace the outputs when all lines are done; returns the lines too long for a model."""
+    from hmm_nmt.hmm.precision import autocast
+    from hmm_nmt_align.base.links import parse_decision
+    from hmm_nmt_align.base.segment import load_segmenter
+
     decision, threshold = parse_decision(opts.links)
     segmenter = load_segmenter(md.file("codes"), None)
     bf16 = _bf16(opts)
-    fwd, rev = (_load_direction(md, [pair[k] for pair in md.members()], opts.cpu, bf16) for k in (0, 1))
-    if _gpus(opts) >= 2:  # the two directions side by side on two GPUs, as in training
-        rev[0].to("cuda:1")
+    fwd, rev = _aligners(md, opts, both=bool(opts.output or opts.rev))
     bar = None
     if not opts.no_progress:
         from tqdm import tqdm
@@ -554,13 +667,12 @@ def align(md: ModelDir, opts, src, tgt) -> List[Tuple[int, str]]:
     return errors
 
 
-def _load_direction(md: ModelDir, names: Sequence[str], cpu: bool, bf16: bool):
-    """``(model, task)`` of one direction: its checkpoint, or with several seeds hmm-nmt-align's ensemble of
-    theirs (their posteriors averaged)."""
+def _load_direction(md: ModelDir, names: Sequence[str], cpu: bool, bf16: bool, stage: Optional[str] = None):
+    """``(model, task)`` of one direction: its checkpoint (of ``stage``, default the final one), or with several
+    seeds hmm-nmt-align's ensemble of theirs (their posteriors averaged)."""
     from .loading import load_aligner
 
-    model, task = load_aligner(os.pathsep.join(md.file(name, "checkpoint_last.pt") for name in names),
-                               md.file("bin"), cpu)
+    model, task = load_aligner(os.pathsep.join(md.checkpoint(name, stage) for name in names), md.file("bin"), cpu)
     for member in getattr(model, "members", [model]):  # whatever precision trained it
         member.decoder.lexicon_dtype_name = "bf16" if bf16 else "fp32"
     return model, task
@@ -608,6 +720,15 @@ def build_parser() -> argparse.ArgumentParser:
             raise argparse.ArgumentTypeError(f"an integer is needed, got {text!r}") from None
         if v < 1:
             raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+        return v
+
+    def nonnegative(text):
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"an integer is needed, got {text!r}") from None
+        if v < 0:
+            raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
         return v
 
     def _hours(text):  # "1.5", "1.5h", "90m" or "5400s"
@@ -670,9 +791,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "posteriors (an ensemble: N times the training and alignment time). A finished model "
                         "directory rerun with a larger N trains only the new seeds")
     m.add_argument("--max-update", type=positive, default=4800, help="updates per direction (default 4800)")
+    m.add_argument("--guide-updates", type=nonnegative, default=1200, metavar="N",
+                   help="the second pass: each model trains N more updates toward the links of the first pass (the "
+                        "training pairs aligned by both directions, every seed; default 1200; 0: one pass). A finished "
+                        "model directory rerun with another N (or --guide-weight) makes only the second pass again")
+    m.add_argument("--guide-weight", type=float, default=4.0,
+                   help="the weight of -log p(first-pass links | E, F) in the second pass's loss (default 4: chosen "
+                        "among 1, 4 and 16 on the Hansards trial pairs)")
     m.add_argument("--time-limit", type=_hours, metavar="HOURS",
-                   help="stop each direction after this much training (1.5, 90m, 5400s) if --max-update is not "
-                        "reached first; the linear schedule decays to 0 at whichever comes first")
+                   help="stop each direction's first pass after this much training (1.5, 90m, 5400s) if --max-update "
+                        "is not reached first; the linear schedule decays to 0 at whichever comes first")
     m.add_argument("--patience", type=int, default=0,
                    help="stop a direction when its loss on --valid-lines held-out pairs of the corpus has not "
                         "improved for this many validations (default 0: train --max-update updates)")
@@ -715,6 +843,8 @@ def run(opts) -> int:
         raise CorpusError("--time-limit trains: it cannot go with --align-only")
     if not 0 <= opts.label_smoothing < 1:
         raise CorpusError(f"--label-smoothing must be in [0, 1), got {opts.label_smoothing}")
+    if not (opts.guide_weight >= 0 and opts.guide_weight != float("inf")):
+        raise CorpusError(f"--guide-weight must be a number >= 0, got {opts.guide_weight}")
     _check_outputs(opts)
     if opts.precision == "bf16" and not opts.align_only and _device(opts).type == "cuda":
         raise CorpusError("--precision bf16 trains on CPUs only (fairseq 0.12's --bf16 is its TPU path): train on "
@@ -736,17 +866,22 @@ def run(opts) -> int:
                 raise CorpusError(f"--continue: --model-dir {opts.model_dir} holds no finished model; rerun the "
                                   "command that made it to finish it")
             saved = {**KEY_DEFAULTS, **md.data["config"]}
-            for k in ARCH_KEYS + ("seeds",):  # the checkpoints' shape and number, whatever this command line says
+            # the checkpoints' shape and number, and the second pass, whatever this command line says
+            for k in ARCH_KEYS + ("seeds", "guide_updates", "guide_weight"):
                 setattr(opts, k, saved[k])
+            md.forget_guide()  # the first pass trains on: its links and the second pass are made again
             md.data["continued"] = md.data.get("continued", []) + [
                 {"corpus": digest, "updates": opts.max_update, "time_limit": opts.time_limit}]
             md.data["corpus"] = digest
             md.save()
         else:
             saved = {**KEY_DEFAULTS, **md.data["config"]}
-            if md.data["corpus"] == digest and opts.seeds > saved["seeds"] and \
-                    dict(saved, seeds=opts.seeds) == _config(opts):  # more seeds of the same model
-                md.data["config"]["seeds"] = opts.seeds
+            grown = {k: getattr(opts, k) for k in GROWABLE}
+            if md.data["corpus"] == digest and opts.seeds >= saved["seeds"] and dict(saved, **grown) == _config(opts) \
+                    and any(saved[k] != v for k, v in grown.items()):  # more seeds, or another second pass
+                if (saved["guide_updates"], saved["guide_weight"]) != (opts.guide_updates, opts.guide_weight):
+                    md.forget_guide()
+                md.data["config"].update(grown)
                 md.save()
                 saved = _config(opts)
             if md.data["corpus"] != digest or saved != _config(opts):
@@ -761,6 +896,10 @@ def run(opts) -> int:
             _log(f"segmenting and binarizing {len(src)} pairs")
             prepare(md, opts, src, tgt)
         train(md, opts, targets, not opts.no_progress)
+        if opts.guide_updates:
+            links(md, opts, src, tgt)
+            train(md, opts, {name: (opts.guide_updates, None) for pair in md.members(opts.seeds) for name in pair},
+                  not opts.no_progress, stage="guide")
     _log(f"aligning {len(src)} pairs")
     errors = align(md, opts, src, tgt)
     for k, why in errors:

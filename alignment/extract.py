@@ -216,15 +216,15 @@ def _apply_model_dir(args) -> None:
     for md in dirs:
         if md.data is None or not md.finished():
             raise ExtractionError(f"--model-dir {md.path}: not a finished model directory of hmm-nmt-align-corpus "
-                                  "(no manifest.json with both directions trained)")
+                                  "(no manifest.json with both directions trained, both passes)")
     for md in dirs[1:]:  # an ensemble reads one segmentation and one dictionary
         for part in (("codes",), ("bin", "dict.src.txt"), ("bin", "dict.tgt.txt")):
             if not filecmp.cmp(dirs[0].file(*part), md.file(*part), shallow=False):
                 raise ExtractionError(f"--model-dir: {md.path} and {dirs[0].path} have different "
                                       f"{'/'.join(part)}: not one corpus and --merges")
     # every seed of every directory (hmm-nmt-align-corpus --seeds) is a member of the ensemble
-    args.path, args.rev_path = (os.pathsep.join(md.file(pair[k], "checkpoint_last.pt") for md in dirs
-                                                 for pair in md.members()) for k in (0, 1))
+    args.path, args.rev_path = (os.pathsep.join(md.checkpoint(pair[k]) for md in dirs for pair in md.members())
+                                for k in (0, 1))
     args.data = args.rev_data = dirs[0].file("bin")
     args.bpe_codes = dirs[0].file("codes")
     args.method = args.method or "posterior"

@@ -8,7 +8,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = ["--max-update", "6", "--warmup-updates", "2", "--merges", "30", "--embed-dim", "16", "--ffn-dim", "32",
-        "--layers", "1", "--heads", "2", "--threads", "2", "--no-progress"]
+        "--layers", "1", "--heads", "2", "--threads", "2", "--guide-updates", "8", "--no-progress"]
 
 
 def corpus_cmd(*args):
@@ -42,7 +42,11 @@ def made(tmp_path_factory):
 
 
 def _links(path):
-    return [[tuple(map(int, x.split("-"))) for x in line.split()] for line in path.read_text().split("\n")[:-1]]
+    return _links_text(path.read_text())
+
+
+def _links_text(text):
+    return [[tuple(map(int, x.split("-"))) for x in line.split()] for line in text.split("\n")[:-1]]
 
 
 @pytest.mark.slow
@@ -56,8 +60,17 @@ def test_the_whole_command_writes_line_parallel_word_links_and_a_model_dir(made)
                    for i, j in sent), name
     assert sum(map(len, _links(work / "c.fwd"))) > 0  # argmax-free threshold links may be few; a direction is not
     manifest = json.loads((work / "m" / "manifest.json").read_text())
-    assert {"codes", "bin", "train.fwd", "train.rev"} <= set(manifest["done"])
+    assert {"codes", "bin", "train.fwd", "train.rev", "links", "guide.fwd", "guide.rev"} <= set(manifest["done"])
     assert manifest["done"]["train.fwd"]["updates"] == 6 and manifest["done"]["train.rev"]["updates"] == 6
+    # the second pass: 8 updates (an epoch of the tiny corpus: every link is seen) from the first pass's checkpoint, toward the links of the training pairs
+    assert "training on toward the first pass's links (second pass), both directions (8 updates each" in p.stderr
+    assert manifest["done"]["guide.fwd"]["updates"] == 8 and manifest["done"]["guide.rev"]["updates"] == 8
+    assert manifest["done"]["links"]["pairs"] == manifest["done"]["bin"]["train_pairs"]
+    assert manifest["done"]["links"]["links"] > 0
+    for d in ("fwd", "rev"):
+        log = (work / "m" / f"{d}.guided" / "train.log").read_text()
+        assert "loading pretrained model from" in log and f"{d}/checkpoint_last.pt" in log
+        assert '"train_guide": "' in log  # -log p(links | E, F) logged: the links were loaded and used
     for f in ("codes", "bin/dict.src.txt", "fwd/checkpoint_last.pt", "rev/checkpoint_last.pt"):
         assert (work / "m" / f).exists(), f
 
@@ -105,7 +118,7 @@ def test_model_dirs_of_one_corpus_align_as_an_ensemble(made, tmp_path):
     p = _extract(tmp_path, "--model-dir", f"{work / 'm'}{os.pathsep}{tmp_path / 'm2'}", *text, "-o", "e.align")
     assert p.returncode == 0, p.stderr[-2000:]
     assert (tmp_path / "e.align").read_text() == (work / "c.align").read_text()
-    ck = f"{work / 'm' / 'fwd' / 'checkpoint_last.pt'}{os.pathsep}{tmp_path / 'm2' / 'fwd' / 'checkpoint_last.pt'}"
+    ck = f"{work / 'm' / 'fwd.guided' / 'checkpoint_last.pt'}{os.pathsep}{tmp_path / 'm2' / 'fwd.guided' / 'checkpoint_last.pt'}"
     p = _extract(tmp_path, "--path", ck, "--data", str(work / "m" / "bin"), "--bpe-codes", str(work / "m" / "codes"),
                  "--method", "posterior", "--links", "threshold:0.5", "--pool", "words", *text, "-o", "f.align")
     assert p.returncode == 0, p.stderr[-2000:]
@@ -118,9 +131,10 @@ def test_model_dirs_of_one_corpus_align_as_an_ensemble(made, tmp_path):
 
 @pytest.mark.slow
 def test_seeds_train_an_ensemble_equal_to_separate_seeds_and_a_finished_model_grows(made, tmp_path):
-    """--seeds 2 trains fwd.2/rev.2 with seed 2 beside fwd/rev: its links equal hmm-nmt-align --model-dir A:B of
-    two one-seed directories (seeds 1 and 2); rerunning a finished one-seed directory with --seeds 2 trains only
-    the new seed, to the same links; fewer seeds than the directory has are refused."""
+    """--seeds 2 trains fwd.2/rev.2 with seed 2 beside fwd/rev: its first pass equals two one-seed directories
+    (seeds 1 and 2) as one ensemble; its second pass follows the links of that ensemble, and aligns as the two
+    second-pass checkpoints do; rerunning a finished one-seed directory with --seeds 2 trains only the new seed's
+    first pass, then makes the links and both second passes again, to the same links; fewer seeds are refused."""
     work, _, _, _ = made
     import shutil
 
@@ -132,30 +146,38 @@ def test_seeds_train_an_ensemble_equal_to_separate_seeds_and_a_finished_model_gr
     assert p.returncode == 0, p.stderr[-2000:]
     assert "training the first-order direct HMM, seeds 1-2, both directions (6 updates each, 1 thread each, " \
            "2 at a time)" in p.stderr
+    assert "(second pass), seeds 1-2, both directions (8 updates each" in p.stderr
     manifest = json.loads((tmp_path / "e" / "manifest.json").read_text())
-    assert manifest["config"]["seeds"] == 2
-    assert {"train.fwd", "train.rev", "train.fwd.2", "train.rev.2"} <= set(manifest["done"])
+    assert manifest["config"]["seeds"] == 2 and manifest["done"]["links"]["seeds"] == 2
+    if not manifest["done"]["links"]["links"]:  # two 6-update models may agree on nothing: trained on without
+        assert "warning: the first pass agreed on no link" in p.stderr
+    assert {"train.fwd", "train.rev", "train.fwd.2", "train.rev.2", "guide.fwd.2", "guide.rev.2"} <= set(manifest["done"])
     assert "'seed': 2" in (tmp_path / "e" / "fwd.2" / "train.log").read_text()
     text = ["--src-text", str(work / "c.src"), "--tgt-text", str(work / "c.tgt"), "--no-progress"]
-    p = _extract(tmp_path, "--model-dir", f"{work / 'm'}{os.pathsep}{tmp_path / 's2'}", *text, "-o", "sep.align")
-    assert p.returncode == 0, p.stderr[-2000:]
+
+    def forward(ckpts, folder, out):  # the forward posteriors' threshold links of an ensemble of checkpoints
+        p = _extract(tmp_path, "--path", os.pathsep.join(map(str, ckpts)), "--data", str(folder / "bin"),
+                     "--bpe-codes", str(folder / "codes"), "--method", "posterior", "--links", "threshold:0.5",
+                     "--pool", "words", *text, "-o", out)
+        assert p.returncode == 0, p.stderr[-2000:]
+        return (tmp_path / out).read_text()
+
+    first = [tmp_path / "e" / d / "checkpoint_last.pt" for d in ("fwd", "fwd.2")]
+    apart = [work / "m" / "fwd" / "checkpoint_last.pt", tmp_path / "s2" / "fwd" / "checkpoint_last.pt"]
+    assert forward(first, tmp_path / "e", "a.align") == forward(apart, work / "m", "b.align")
+    # the -f file is the ensemble's forward direction: the two second-pass forward checkpoints as one --path
+    second = [tmp_path / "e" / d / "checkpoint_last.pt" for d in ("fwd.guided", "fwd.2.guided")]
+    assert _links(tmp_path / "e.fwd") == _links_text(forward(second, tmp_path / "e", "f.align"))
     ensemble = (tmp_path / "e.align").read_text()
-    assert (tmp_path / "sep.align").read_text() == ensemble
     assert ensemble not in ((work / "c.align").read_text(), (tmp_path / "s2.align").read_text())  # not one member
     p = _extract(tmp_path, "--model-dir", str(tmp_path / "e"), *text, "-o", "dir.align")
     assert p.returncode == 0 and (tmp_path / "dir.align").read_text() == ensemble
-    # the -f file is the ensemble's forward direction: the two forward checkpoints as one --path
-    ck = os.pathsep.join(str(tmp_path / "e" / d / "checkpoint_last.pt") for d in ("fwd", "fwd.2"))
-    p = _extract(tmp_path, "--path", ck, "--data", str(tmp_path / "e" / "bin"), "--bpe-codes",
-                 str(tmp_path / "e" / "codes"), "--method", "posterior", "--links", "threshold:0.5", "--pool",
-                 "words", *text, "-o", "f.align")
-    assert _links(tmp_path / "f.align") == [sorted(x) for x in _links(tmp_path / "e.fwd")]
-    # a finished one-seed directory grows: only seed 2 is trained
+    # a finished one-seed directory grows: only seed 2's first pass is trained
     shutil.copytree(work / "m", tmp_path / "g")
     before = (tmp_path / "g" / "fwd" / "checkpoint_last.pt").stat().st_mtime_ns
     p = run(work, *both, "--model-dir", str(tmp_path / "g"), "--seeds", "2", "-o", str(tmp_path / "g.align"), *TINY)
     assert p.returncode == 0, p.stderr[-2000:]
-    assert "seed 2, both directions" in p.stderr
+    assert "direct HMM, seed 2, both directions" in p.stderr and "(second pass), seeds 1-2, both" in p.stderr
     assert (tmp_path / "g" / "fwd" / "checkpoint_last.pt").stat().st_mtime_ns == before
     assert (tmp_path / "g.align").read_text() == ensemble
     p = run(work, *both, "--model-dir", str(tmp_path / "g"), "-o", str(tmp_path / "h.align"), *TINY)
@@ -163,37 +185,71 @@ def test_seeds_train_an_ensemble_equal_to_separate_seeds_and_a_finished_model_gr
 
 
 @pytest.mark.slow
+def test_another_second_pass_on_a_finished_model_remakes_only_the_second_pass(made, tmp_path):
+    """--guide-updates 0 on a finished directory drops the second pass and aligns with the first (as the forward
+    first-pass checkpoint does alone); asking for the second pass again makes the same links and checkpoints."""
+    work, _, _, _ = made
+    import shutil
+
+    shutil.copytree(work / "m", tmp_path / "m")
+    both = ["-s", "c.src", "-t", "c.tgt", "--model-dir", str(tmp_path / "m")]
+    before = (tmp_path / "m" / "fwd" / "checkpoint_last.pt").stat().st_mtime_ns
+    one_pass = [x if x != "8" else "0" for x in TINY]
+    p = run(work, *both, "-o", str(tmp_path / "one.align"), "-f", str(tmp_path / "one.fwd"), *one_pass)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "training" not in p.stderr and not (tmp_path / "m" / "fwd.guided").exists()
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    assert manifest["config"]["guide_updates"] == 0 and "links" not in manifest["done"]
+    assert not any(n.startswith("train.align") for n in os.listdir(tmp_path / "m" / "bin"))
+    p = _extract(tmp_path, "--path", str(tmp_path / "m" / "fwd" / "checkpoint_last.pt"), "--data",
+                 str(tmp_path / "m" / "bin"), "--bpe-codes", str(tmp_path / "m" / "codes"), "--method", "posterior",
+                 "--links", "threshold:0.5", "--pool", "words", "--src-text", str(work / "c.src"), "--tgt-text",
+                 str(work / "c.tgt"), "-o", "p1.fwd", "--no-progress")
+    assert p.returncode == 0 and _links(tmp_path / "p1.fwd") == [sorted(x) for x in _links(tmp_path / "one.fwd")]
+    p = run(work, *both, "-o", str(tmp_path / "two.align"), *TINY)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "direct HMM" not in p.stderr and "(second pass), both directions" in p.stderr
+    assert (tmp_path / "m" / "fwd" / "checkpoint_last.pt").stat().st_mtime_ns == before
+    assert (tmp_path / "two.align").read_text() == (work / "c.align").read_text()
+
+
+@pytest.mark.slow
 def test_a_model_dir_from_before_the_newer_options_reads_as_their_old_settings(made, tmp_path):
-    """A manifest written before --lexicon, --lr-schedule and --label-smoothing existed means what the command
-    trained then (softmax, inverse-sqrt, 0.1): the same settings resume it, today's defaults are refused."""
+    """A manifest written before --lexicon, --lr-schedule, --label-smoothing and the second pass existed means what
+    the command trained then (softmax, inverse-sqrt, 0.1, one pass): the same settings resume it and align with the
+    first-pass checkpoints, today's defaults are refused."""
     work, _, _, _ = made
     import shutil
 
     shutil.copytree(work / "m", tmp_path / "m")
     manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
-    for key in ("lexicon", "lr_schedule", "label_smoothing"):
+    for key in ("lexicon", "lr_schedule", "label_smoothing", "guide_updates", "guide_weight"):
         del manifest["config"][key]
+    for key in ("links", "guide.fwd", "guide.rev"):
+        del manifest["done"][key]
     (tmp_path / "m" / "manifest.json").write_text(json.dumps(manifest))
     before = (tmp_path / "m" / "fwd" / "checkpoint_last.pt").stat().st_mtime_ns
-    old = ["--lexicon", "softmax", "--lr-schedule", "inverse-sqrt", "--label-smoothing", "0.1"]
+    old = ["--lexicon", "softmax", "--lr-schedule", "inverse-sqrt", "--label-smoothing", "0.1", "--guide-updates", "0",
+           "--guide-weight", "1"]
     p = run(work, "-s", "c.src", "-t", "c.tgt", "--model-dir", str(tmp_path / "m"), "-o", str(tmp_path / "o.align"),
             *TINY, *old)
     assert p.returncode == 0, p.stderr[-2000:]
     assert (tmp_path / "m" / "fwd" / "checkpoint_last.pt").stat().st_mtime_ns == before
+    assert "training" not in p.stderr
     p = run(work, "-s", "c.src", "-t", "c.tgt", "--model-dir", str(tmp_path / "m"), "-o", str(tmp_path / "o.align"),
             *TINY)
-    assert p.returncode == 2 and "(lexicon, lr_schedule)" in p.stderr
+    assert p.returncode == 2 and "(lexicon, lr_schedule, guide_updates, guide_weight)" in p.stderr
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("direction", ["fwd", "rev"])
 def test_each_direction_alone_equals_that_model_aligning_on_its_own(made, tmp_path, direction):
     """-f and -r come from the same pass as -o (both directions side by side): each equals hmm-nmt-align
-    with that one checkpoint, the reverse one run target-to-source and written source-target."""
+    with that one (second-pass) checkpoint, the reverse one run target-to-source and written source-target."""
     work, _, _, _ = made
     m = work / "m"
     src, tgt = (work / "c.src", work / "c.tgt") if direction == "fwd" else (work / "c.tgt", work / "c.src")
-    p = _extract(tmp_path, "--path", str(m / direction / "checkpoint_last.pt"), "--data", str(m / "bin"),
+    p = _extract(tmp_path, "--path", str(m / f"{direction}.guided" / "checkpoint_last.pt"), "--data", str(m / "bin"),
                  "--bpe-codes", str(m / "codes"), "--src-text", str(src), "--tgt-text", str(tgt), "--method",
                  "posterior", "--links", "threshold:0.5", "--pool", "words", "-o", "one.align", "--no-progress")
     assert p.returncode == 0, p.stderr[-2000:]
@@ -270,6 +326,10 @@ def test_continue_trains_the_model_further(made, tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
     assert manifest["done"]["train.fwd"]["updates"] == 12 and manifest["continued"][0]["updates"] == 6
+    # the first pass changed: its links and the second pass are made again, from the continued checkpoints
+    assert "(second pass), both directions (8 updates each" in p.stderr
+    assert manifest["done"]["guide.fwd"]["at"] > manifest["done"]["train.fwd"]["at"]
+    assert manifest["done"]["links"]["at"] >= manifest["done"]["train.rev"]["at"]
 
 
 @pytest.mark.slow
@@ -333,6 +393,10 @@ def test_a_time_limit_stops_each_direction_annealed_and_continue_adds_to_what_ea
      "argument --max-update: must be >= 1, got 0"),
     ({"a.src": "x\n", "a.tgt": "y\n"}, ["-s", "a.src", "-t", "a.tgt", "-o", "o", "--label-smoothing", "1"],
      "--label-smoothing must be in [0, 1), got 1.0"),
+    ({"a.src": "x\n", "a.tgt": "y\n"}, ["-s", "a.src", "-t", "a.tgt", "-o", "o", "--guide-weight", "-1"],
+     "--guide-weight must be a number >= 0, got -1.0"),
+    ({"a.src": "x\n", "a.tgt": "y\n"}, ["-s", "a.src", "-t", "a.tgt", "-o", "o", "--guide-updates", "-2"],
+     "argument --guide-updates: must be >= 0, got -2"),
     ({"a.src": "x\n", "a.tgt": "y\n"}, ["-s", "a.src", "-t", "a.tgt", "-o", "o", "--time-limit", "0m"],
      "argument --time-limit: must be > 0, got '0m'"),
     ({"a.src": "x\n", "a.tgt": "y\n"}, ["-s", "a.src", "-t", "a.tgt", "-o", "o", "--time-limit", "an hour"],

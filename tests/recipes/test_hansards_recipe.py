@@ -245,10 +245,11 @@ def test_corpus_sh_end_to_end_tiny(tmp_path):
     _write_local(tmp_path / "local")
     work = tmp_path / "work"
     runs = 1 if importlib.util.find_spec("eflomal") else 0
+    # 3 updates: the default mean > 0.5 would link nothing (P undefined); a second pass of 3 updates too
     cmd = [CORPUS, "--local", str(tmp_path / "local"), "--work", str(work), "--eflomal-runs", str(runs), "--",
            "--merges", "60", "--max-update", "3", "--embed-dim", "16", "--ffn-dim", "32", "--layers", "1",
            "--heads", "2", "--max-tokens", "400", "--warmup-updates", "2", "--valid-lines", "10", "--lexicon", "class",
-           "--links", "threshold:0.05"]  # 3 updates: the default mean > 0.5 would link nothing (P undefined)
+           "--links", "threshold:0.05", "--guide-updates", "3"]
     p = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     en = (work / "corpus.en").read_text().splitlines()
