@@ -713,23 +713,18 @@ def build_parser() -> argparse.ArgumentParser:
     from hmm_nmt_align.base.symmetrize import METHODS as HARD
 
     # hmm_nmt.options has the same type, but importing hmm_nmt imports fairseq: --help must not
-    def positive(text):
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"an integer is needed, got {text!r}") from None
-        if v < 1:
-            raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
-        return v
+    def at_least(low):
+        def parse(text):
+            try:
+                v = int(text)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"an integer is needed, got {text!r}") from None
+            if v < low:
+                raise argparse.ArgumentTypeError(f"must be >= {low}, got {v}")
+            return v
+        return parse
 
-    def nonnegative(text):
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"an integer is needed, got {text!r}") from None
-        if v < 0:
-            raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
-        return v
+    positive, nonnegative = at_least(1), at_least(0)
 
     def _hours(text):  # "1.5", "1.5h", "90m" or "5400s"
         scale = {"h": 1.0, "m": 1 / 60, "s": 1 / 3600}.get(text.strip()[-1:].lower())
