@@ -50,29 +50,34 @@ def _shifted_exp(x: Tensor) -> Tuple[Tensor, Tensor]:
     return torch.sub(x, m).exp_(), m  # decoding: one (rows, V) buffer, not two
 
 
-def _grouped_bmm(x: Tensor, y: Tensor, owner: Optional[Tensor]) -> Tensor:
+def _grouped_bmm(x: Tensor, y: Tensor, owner: Optional[Tensor], out: Optional[Tensor] = None) -> Tensor:
     """bmm(x, y[owner]) (B, I, N) for x (B, I, K) and y (U, K, N), without gathering y when every row of y serves
-    the same number of rows of x (the beams of one sentence): one (beam x I, K) by (K, N) product per row of y."""
+    the same number of rows of x (the beams of one sentence): one (beam x I, K) by (K, N) product per row of y.
+    ``out``: a contiguous (B, I, N) buffer to write into (no gradients), used where the product allows."""
     if owner is None:
-        return torch.bmm(x, y)
+        return torch.bmm(x, y) if out is None else torch.bmm(x, y, out=out)
     counts = torch.bincount(owner, minlength=y.size(0))
     k = int(counts[0]) if counts.numel() else 0
     if counts.numel() != y.size(0) or k == 0 or not bool((counts == k).all()):
         return torch.bmm(x, y[owner])
     rows, tgt_len, inner = x.shape
     if bool((owner[1:] >= owner[:-1]).all()):  # fairseq's layout, a sentence's beams side by side: no reordering
-        return torch.bmm(x.reshape(y.size(0), k * tgt_len, inner), y).view(rows, tgt_len, -1)
+        flat = x.reshape(y.size(0), k * tgt_len, inner)
+        if out is not None:
+            return torch.bmm(flat, y, out=out.view(y.size(0), k * tgt_len, -1)).view(rows, tgt_len, -1)
+        return torch.bmm(flat, y).view(rows, tgt_len, -1)
     order = torch.argsort(owner, stable=True)
     out = torch.bmm(x[order].reshape(y.size(0), k * tgt_len, inner), y).view(rows, tgt_len, -1)
     return out.new_empty(out.shape).index_copy_(0, order, out)
 
 
 def separable_logz(a: Tensor, b: Tensor, source_exp: Optional[Tuple[Tensor, Tensor]] = None,
-                   owner: Optional[Tensor] = None) -> Tensor:
+                   owner: Optional[Tensor] = None, keep_exp: bool = False):
     """log Z_ij = log sum_v exp(a_jv + b_iv), (B, I, J), differentiable; exact also where the sum underflows.
 
     ``source_exp``: (exp(a - m), m) when the caller has them (decoding keeps them per sentence). ``owner`` (B,):
     ``a`` holds one row per distinct source and ``owner[r]`` is row r's (decoding: the beams share theirs).
+    ``keep_exp``: return (log Z, exp(b - max b)), the latter a buffer the caller may overwrite.
     """
     ea, ma = source_exp if source_exp is not None else _shifted_exp(a)
     eb, mb = _shifted_exp(b)
@@ -86,7 +91,7 @@ def separable_logz(a: Tensor, b: Tensor, source_exp: Optional[Tuple[Tensor, Tens
         bb, ii, jj = small.nonzero(as_tuple=True)
         src_rows = bb if owner is None else owner[bb]
         logz = logz.index_put((bb, ii, jj), torch.logsumexp(a[src_rows, jj] + b[bb, ii], dim=-1))
-    return logz
+    return (logz, eb) if keep_exp else logz
 
 
 @_own_precision
@@ -122,7 +127,7 @@ def separable_log_mixture(src_feat: Tensor, tgt_feat: Tensor, log_align: Tensor,
     """
     a, ea, ma = source if source is not None else source_terms(src_feat, weight, bias)
     b = _linear(tgt_feat.to(a.dtype), weight)
-    logz = separable_logz(a, b, (ea, ma), owner)
+    logz, eb = separable_logz(a, b, (ea, ma), owner, keep_exp=True)
     if owner is not None and keep_idx is not None:  # the kept rows differ per hypothesis: gather them
         a, ea, ma, owner = a[owner], ea[owner], ma[owner], None
     ma_t = ma.transpose(1, 2) if owner is None else ma.transpose(1, 2)[owner]
@@ -132,7 +137,8 @@ def separable_log_mixture(src_feat: Tensor, tgt_feat: Tensor, log_align: Tensor,
     peak = coef.amax(-1, keepdim=True).clamp(min=torch.finfo(a.dtype).min)  # (B, I, 1)
     w = (coef - peak).exp()
     if keep_idx is None:
-        mix = _grouped_bmm(w, ea, owner)  # (B, I, V)
+        # written over exp(b - max b), no longer needed: one fresh (B, I, V) buffer less per step
+        mix = _grouped_bmm(w, ea, owner, out=eb if eb.is_contiguous() else None)  # (B, I, V)
     else:  # each (b, i) mixes its own K rows: chunks of target positions bound the (B, i, K, V) gather
         mix = b.new_empty(b.shape)
         batch = torch.arange(a.size(0), device=a.device)[:, None, None]

@@ -72,7 +72,8 @@ class DHMMCrossAttention(_CachedSourceMixin, nn.Module):
 
         def compute():
             k = self.k_proj(key).view(-1, bsz, self.num_heads, self.head_dim).permute(1, 2, 3, 0)
-            return {"k": k, "v": self.src_proj(key).transpose(0, 1)}
+            v = self.src_proj(key).view(-1, bsz, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
+            return {"k": k, "v": v.contiguous()}  # (B, H, S, D)
 
         src = self._source_cache(incremental_state, compute)
         q = (self.q_proj(query) * self.scaling).view(tgt_len, bsz, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
@@ -81,10 +82,12 @@ class DHMMCrossAttention(_CachedSourceMixin, nn.Module):
             scores = scores.masked_fill(key_padding_mask[:, None, None, :], direct.MASKED)
         log_alpha = torch.log_softmax(upcast(scores), dim=-1)
         alpha = F.dropout(log_alpha.exp().type_as(query), p=self.dropout, training=self.training)
-        s = self.tgt_proj(query).transpose(0, 1)  # (B, T, C)
-        u = torch.relu(src["v"][:, None, :, :] + s[:, :, None, :])  # (B, T, S, C)
-        u = u.view(bsz, tgt_len, -1, self.num_heads, self.head_dim)
-        ctx = torch.einsum("bhts,btshd->tbhd", alpha, u).reshape(tgt_len, bsz, self.embed_dim)
+        h, d = self.num_heads, self.head_dim
+        # u is formed in the (T, B, H, S, D) layout that the weighted sum reads as one flat bmm, so the largest
+        # tensor of the layer is never copied (torch.matmul's batch broadcasting would copy it)
+        u = (src["v"][None] + self.tgt_proj(query).view(tgt_len, bsz, h, 1, d)).relu_()  # (T, B, H, S, D)
+        w = alpha.permute(2, 0, 1, 3).reshape(-1, 1, u.size(3))  # (T x B x H, 1, S)
+        ctx = torch.bmm(w, u.reshape(-1, u.size(3), d)).view(tgt_len, bsz, self.embed_dim)
         return self.out_proj(ctx), log_alpha
 
     def reorder_incremental_state(self, incremental_state, new_order):

@@ -60,7 +60,9 @@ class FirstOrderAlignment(_CachedSourceMixin, nn.Module):
         q = self.q_proj(s) * scale  # (B, I, d)
         base = q @ src["k"].transpose(1, 2)  # (B, I, J)
         r_t = src["r"].transpose(1, 2)  # (B, d, J)
-        tri = (q[:, :, None, :] * src["p"][:, None, :, :]) @ r_t[:, None]  # (B, I, J', J)
+        # (B, I x J', d) @ (B, d, J): one bmm, where broadcasting r over I would copy it I times
+        qp = q[:, :, None, :] * src["p"][:, None, :, :]  # (B, I, J', d)
+        tri = torch.bmm(qp.reshape(qp.size(0), -1, qp.size(3)), r_t).view(*qp.shape[:3], -1)  # (B, I, J', J)
         energy = tri + base[:, :, None, :] + src["jump"][:, None]
         start = (q * self.p_start) @ r_t + base + src["start"][:, None, :]  # (B, I, J)
         mask = src["mask"]
