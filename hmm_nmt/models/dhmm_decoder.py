@@ -474,7 +474,7 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
             if keep_state:
                 self.first_order.set_incremental_state(incremental_state, "state", {
                     "pred": extra["log_align"][:, -1], "logz": logz[:, -1], "tgt_feat": tgt_feat[:, -1]})
-            return log_probs, extra
+            return log_probs, self._with_probe(log_probs, extra)
         if self.lexicon_kind == "class":
             log_probs = class_log_mixture(src_feat, tgt_feat, extra["log_align"], self.lex_class_proj.weight,
                                           self.lex_class_proj.bias, weight, bias, self.class_layout(),
@@ -483,7 +483,7 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
                 # the class lexicon scores the next step's input word per row: no normalisers to keep
                 self.first_order.set_incremental_state(incremental_state, "state", {
                     "pred": extra["log_align"][:, -1], "tgt_feat": tgt_feat[:, -1]})
-            return log_probs, extra
+            return log_probs, self._with_probe(log_probs, extra)
         # the lexicon normalisers are part of the first-order filtering state, not needed otherwise
         log_probs = log_mixture(src_feat, tgt_feat, extra["log_align"], weight, bias, self.lexicon_chunk_size,
                                 self.lexicon_dtype, return_logz=keep_state, keep_idx=extra.get("keep_idx"))
@@ -493,10 +493,23 @@ class TransformerDHMMDecoder(_CachedSourceMixin, TransformerDecoder):
                 logz = logz.new_zeros(extra["log_align"].shape).scatter(-1, extra["keep_idx"], logz)
             self.first_order.set_incremental_state(incremental_state, "state", {
                 "pred": extra["log_align"][:, -1], "logz": logz[:, -1], "tgt_feat": tgt_feat[:, -1]})
-        return log_probs, extra
+        return log_probs, self._with_probe(log_probs, extra)
+
+    def _with_probe(self, log_probs, extra):
+        # a copy of log p(EOS) at every position: fairseq's beam search divides net_output[0] in place by its
+        # temperature before get_normalized_probs, so an unchanged copy shows the division was by 1
+        extra["eos_log_prob"] = upcast(log_probs.detach()[..., self.dictionary.eos()]).clone()
+        return extra
 
     def get_normalized_probs_scriptable(self, net_output, log_probs, sample=None):
-        # net_output[0] already holds log p(e | e_<i, f); log_softmax is the identity on it but keeps
-        # fairseq's temperature (which divides net_output[0]) meaningful
+        # net_output[0] already holds log p(e | e_<i, f): normalising it again is needed only when fairseq's
+        # temperature has divided it. x / T == x for finite nonzero x only when T is 1 (to rounding), so an
+        # unchanged EOS column with no zero or infinite entry skips the (rows, V) log-softmax of every step
         out = upcast(net_output[0])
+        extra = net_output[1] if len(net_output) > 1 else None
+        probe = extra.get("eos_log_prob") if isinstance(extra, dict) else None
+        if probe is not None and probe.shape == out.shape[:-1] and probe.dtype == out.dtype:
+            now = out.detach()[..., self.dictionary.eos()]
+            if bool(torch.isfinite(probe).all()) and bool((probe != 0).all()) and torch.equal(now, probe):
+                return out.float() if log_probs else out.float().exp()  # float32 as utils.log_softmax gives
         return utils.log_softmax(out, dim=-1) if log_probs else utils.softmax(out, dim=-1)

@@ -51,6 +51,42 @@ def test_mixture_is_a_distribution_and_padding_gets_no_alignment_mass(model):
     torch.testing.assert_close(normalized, log_probs.float())  # fairseq's utils.log_softmax returns float32
 
 
+@pytest.mark.parametrize("lexicon", ["softmax", "separable", "class"])
+@pytest.mark.parametrize("order", [0, 1])
+def test_beam_step_normalises_again_only_under_a_temperature(order, lexicon, monkeypatch):
+    # fairseq's EnsembleModel divides net_output[0] in place by --temperature, then calls
+    # get_normalized_probs: at temperature 1 the decoder's log-probs are returned without a second
+    # log-softmax over V; at any other temperature they are renormalised as fairseq expects
+    import hmm_nmt.models.dhmm_decoder as dec_mod
+
+    m, d = build(ORDERS[order][0], extra=["--lexicon", lexicon])
+    m = m.double().eval()
+    calls = []
+    stock = dec_mod.utils.log_softmax
+    monkeypatch.setattr(dec_mod.utils, "log_softmax", lambda x, dim: calls.append(1) or stock(x, dim=dim))
+    src, lens, prev, _ = batch(d)
+    enc = m.encoder(src, lens)
+    for temperature in (1.0, 0.5, 2.0):
+        state, steps = {}, []
+        for t in range(prev.size(1)):
+            calls.clear()
+            out, extra = m.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)
+            want = torch.log_softmax(out.detach().float() / temperature, -1)
+            got = m.get_normalized_probs((out[:, -1:, :].div_(temperature), extra), log_probs=True)
+            assert got.dtype == torch.float32
+            torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
+            steps.append(len(calls))
+        assert steps == [0] * len(steps) if temperature == 1.0 else steps == [1] * len(steps)
+    # a full forward (fairseq's scorer) takes the same path; without the probe the stock normalisation runs
+    log_probs, extra = m(src, lens, prev)
+    calls.clear()
+    torch.testing.assert_close(m.get_normalized_probs((log_probs, extra), log_probs=True), log_probs.float())
+    assert calls == []
+    del extra["eos_log_prob"]
+    torch.testing.assert_close(m.get_normalized_probs((log_probs, extra), log_probs=True), log_probs.float())
+    assert calls == [1]
+
+
 def test_incremental_decoding_equals_full_forward_with_beam_reordering(model):
     check_incremental_equals_full_with_beam_reordering(*model)
 
