@@ -13,7 +13,7 @@ are one (I x V) by (V x J) matmul of exponentials: the d factor is gone from the
 smoothing's mean over V is exact and free: mean_v a_jv + mean_v b_iv - log Z_ij.
 
 The exponentials are shifted by their row maxima (exp(a_jv - max_v a_jv) <= 1). A normaliser or mixture
-entry below :data:`FLOOR` has lost digits to underflow (the two experts disagree on every word); those
+entry below :func:`_floor` has lost digits to underflow (the two experts disagree on every word); those
 entries are recomputed exactly with a log-sum-exp over V (over j for the mixture), so the result is
 exact whatever the logits. No fairseq import here: the functions take plain tensors.
 """
@@ -94,6 +94,93 @@ def separable_logz(a: Tensor, b: Tensor, source_exp: Optional[Tuple[Tensor, Tens
     return (logz, eb) if keep_exp else logz
 
 
+class _SeparableScores(torch.autograd.Function):
+    """(log p(e_i | j), mean_v log p(v | j)) of the separable lexicon, with the logits inside.
+
+    The same numbers as :func:`separable_logits` then :func:`separable_logz` under autograd, in fewer passes
+    over (rows, V): the logits are exponentiated in place (a and b are not kept, only exp(a - max a) and
+    exp(b - max b), which the normalisers need anyway), and backward forms each gradient of the logits once.
+    With g1, g2 the gradients of the two outputs and c = -(g1 + g2),
+
+        dL/da_jv = ea_jv sum_i (c_ij / s_ij) eb_iv + sum_i g1_ij [v = e_i] + (1 / V) sum_i g2_ij
+        dL/db_iv = eb_iv sum_j (c_ij / s_ij) ea_jv + [v = e_i] sum_j g1_ij + (1 / V) sum_j g2_ij
+
+    (s_ij = sum_v ea_jv eb_iv, the shifted normaliser): two bmm and a scaling per side, where autograd makes
+    separate (rows, V) tensors for the exponential's backward, the gather's scatter and the mean's expansion
+    and then adds them up. Underflowed normalisers (below :func:`_floor`) are recomputed with a log-sum-exp
+    over V from their own logit rows, in forward and in backward.
+    """
+
+    @staticmethod
+    def forward(ctx, src_feat, tgt_feat, weight, bias, target):
+        acc = accumulation_dtype(src_feat.dtype)
+        src, tgt, w = src_feat.to(acc), tgt_feat.to(acc), weight.to(acc)
+        bias_acc = None if bias is None else bias.to(acc)
+        a = torch.nn.functional.linear(src, w, bias_acc)  # (B, J, V)
+        b = torch.nn.functional.linear(tgt, w)  # (B, I, V)
+        src_len, tgt_len = a.size(1), b.size(1)
+        gold = a.gather(2, target[:, None, :].expand(-1, src_len, tgt_len)).transpose(1, 2) \
+            + b.gather(2, target[:, :, None])  # a_j[e_i] + b_i[e_i], (B, I, J)
+        mean = a.mean(-1)[:, None, :] + b.mean(-1, keepdim=True)
+        ma, mb = a.amax(-1, keepdim=True), b.amax(-1, keepdim=True)
+        ea, eb = a.sub_(ma).exp_(), b.sub_(mb).exp_()  # in place: the logits are not needed any more
+        s = torch.bmm(eb, ea.transpose(1, 2))  # (B, I, J)
+        floor = _floor(s.dtype)
+        logz = s.clamp(min=floor).log_().add_(mb).add_(ma.transpose(1, 2))
+        small = (s < floor).nonzero(as_tuple=True)
+        if small[0].numel():
+            bb, ii, jj = small
+            logz[bb, ii, jj] = _pair_logits(src, tgt, w, bias_acc, small).logsumexp(-1)
+        ctx.small = small
+        ctx.save_for_backward(src_feat, tgt_feat, weight, bias, target, ea, eb, s)
+        return gold - logz, mean - logz
+
+    @staticmethod
+    @_own_precision
+    def backward(ctx, g_gold, g_mean):
+        src_feat, tgt_feat, weight, bias, target, ea, eb, s = ctx.saved_tensors
+        acc = s.dtype
+        src, tgt, w = src_feat.to(acc), tgt_feat.to(acc), weight.to(acc)
+        vocab = w.size(0)
+        g_gold = torch.zeros_like(s) if g_gold is None else g_gold.to(acc)
+        g_mean = None if g_mean is None else g_mean.to(acc)
+        c = -g_gold if g_mean is None else -(g_gold + g_mean)
+        gz = c / s
+        small = ctx.small
+        if small[0].numel():
+            gz[small] = 0.0  # their normalisers came from the log-sum-exp: their gradient is added below
+        grad_a = torch.bmm(gz.transpose(1, 2), eb).mul_(ea)  # (B, J, V)
+        grad_b = torch.bmm(gz, ea).mul_(eb)  # (B, I, V)
+        if small[0].numel():
+            bb, ii, jj = small
+            rows = _pair_logits(src, tgt, w, None if bias is None else bias.to(acc), small).softmax(-1)
+            rows.mul_(c[small][:, None])
+            grad_a.index_put_((bb, jj), rows, accumulate=True)
+            grad_b.index_put_((bb, ii), rows, accumulate=True)
+        grad_a.scatter_add_(2, target[:, None, :].expand(-1, grad_a.size(1), -1), g_gold.transpose(1, 2))
+        grad_b.scatter_add_(2, target[:, :, None], g_gold.sum(2, keepdim=True))
+        if g_mean is not None:
+            grad_a.add_(g_mean.sum(1)[:, :, None] / vocab)
+            grad_b.add_(g_mean.sum(2, keepdim=True) / vocab)
+        need_src, need_tgt, need_w, need_bias = ctx.needs_input_grad[:4]
+        grad_src = (grad_a @ w).to(src_feat.dtype) if need_src else None
+        grad_tgt = (grad_b @ w).to(tgt_feat.dtype) if need_tgt else None
+        grad_w = grad_bias = None
+        if need_w:
+            dim = w.size(1)
+            grad_w = (grad_a.reshape(-1, vocab).t() @ src.reshape(-1, dim)
+                      + grad_b.reshape(-1, vocab).t() @ tgt.reshape(-1, dim)).to(weight.dtype)
+        if bias is not None and need_bias:
+            grad_bias = grad_a.sum((0, 1)).to(bias.dtype)
+        return grad_src, grad_tgt, grad_w, grad_bias, None
+
+
+def _pair_logits(src: Tensor, tgt: Tensor, weight: Tensor, bias: Optional[Tensor], index) -> Tensor:
+    """The logit rows a_j + b_i (n, V) of the (b, i, j) triples in ``index``."""
+    bb, ii, jj = index
+    return torch.nn.functional.linear(src[bb, jj] + tgt[bb, ii], weight, bias)
+
+
 @_own_precision
 def separable_scores(src_feat: Tensor, tgt_feat: Tensor, weight: Tensor, bias: Optional[Tensor],
                      target: Tensor) -> Tuple[Tensor, Tensor]:
@@ -101,6 +188,12 @@ def separable_scores(src_feat: Tensor, tgt_feat: Tensor, weight: Tensor, bias: O
 
     ``src_feat`` (B, J, d) = W5 h_j + b5, ``tgt_feat`` (B, I, d) = W6 s_i, ``target`` (B, I).
     """
+    return _SeparableScores.apply(src_feat, tgt_feat, weight, bias, target)
+
+
+def reference_separable_scores(src_feat: Tensor, tgt_feat: Tensor, weight: Tensor, bias: Optional[Tensor],
+                               target: Tensor) -> Tuple[Tensor, Tensor]:
+    """:func:`separable_scores` by autograd through :func:`separable_logz`: for tests."""
     a, b = separable_logits(src_feat, tgt_feat, weight, bias)
     logz = separable_logz(a, b)
     tgt_len = target.size(1)

@@ -4,6 +4,7 @@ import torch
 
 from hmm_nmt.hmm.separable_lexicon import (
     reference_separable_log_probs,
+    reference_separable_scores,
     separable_log_mixture,
     separable_logz,
     separable_scores,
@@ -137,3 +138,44 @@ def test_shared_source_rows_give_the_per_row_result(owner, topk):
                                    source=source_terms(src_u, w, b), owner=owner)
     for x, y in zip(shared, per_row):
         torch.testing.assert_close(x, y)
+
+
+@pytest.mark.parametrize("outputs", ["both", "gold", "mean"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_fused_backward_equals_autograd_through_the_normalisers(outputs, bias):
+    """The fused kernel's hand-written backward against autograd through separable_logz, float64; also
+    when only one of the two outputs reaches the loss (label smoothing off: no gradient for the mean)."""
+    src, tgt, w, b, target = problem(batch=3, tgt=5, src=4, vocab=13, dim=6, bias=bias)
+    leaves = [t.clone().requires_grad_() for t in (src, tgt, w) + ((b,) if bias else ())]
+    weights = torch.randn(2, 3, 5, 4, dtype=F64)
+    results = []
+    for kernel in (separable_scores, reference_separable_scores):
+        gold, mean = kernel(*leaves[:3], leaves[3] if bias else None, target)
+        loss = {"both": (weights[0] * gold + weights[1] * mean).sum(), "gold": (weights[0] * gold).sum(),
+                "mean": (weights[1] * mean).sum()}[outputs]
+        results.append((gold.detach(), mean.detach()) + torch.autograd.grad(loss, leaves))
+    for x, y in zip(*results):
+        torch.testing.assert_close(x, y)
+
+
+def test_fused_kernel_recomputes_underflowed_normalisers_and_their_gradient():
+    """The logits of test_underflowed_normalisers_are_recomputed_exactly through features (W = identity):
+    in float32 the fused kernel's log Z and gradients equal the float64 materialised softmax."""
+    a = torch.zeros(1, 2, 3)
+    a[0, 0, 0], a[0, 1, 1], a[0, 0, 1] = 200.0, 200.0, -200.0
+    b = torch.zeros(1, 1, 3)
+    b[0, 0, 1], b[0, 0, 0] = 200.0, -200.0
+    w = torch.eye(3)
+    target = torch.tensor([[2]])
+    leaves32 = [t.clone().requires_grad_() for t in (a, b, w)]
+    leaves64 = [t.double().requires_grad_() for t in (a, b, w)]
+    gold, mean = separable_scores(*leaves32, None, target)
+    ref = reference_separable_log_probs(*leaves64, None)  # (1, 1, 2, 3)
+    ref_gold = ref[..., 2]
+    torch.testing.assert_close(gold.double(), ref_gold.detach(), rtol=1e-6, atol=1e-4)
+    torch.testing.assert_close(mean.double(), ref.mean(-1).detach(), rtol=1e-6, atol=1e-4)
+    got = torch.autograd.grad((gold + 0.5 * mean).sum(), leaves32)
+    want = torch.autograd.grad((ref_gold + 0.5 * ref.mean(-1)).sum(), leaves64)
+    for x, y in zip(got, want):
+        assert torch.isfinite(x).all()
+        torch.testing.assert_close(x.double(), y, rtol=1e-5, atol=1e-5)
