@@ -426,8 +426,10 @@ def test_ctrl_c_during_training_then_the_same_command_resumes(made, tmp_path, ho
     env = _env()
     args = ["-s", str(work / "c.src"), "-t", str(work / "c.tgt"), "--model-dir", str(tmp_path / "m"),
             "-o", str(tmp_path / "out.align"), *TINY[:1], "40", *TINY[2:]]
+    # SIGINT as at a terminal: a runner started in the background ignores it, and so would the command
     proc = subprocess.Popen(corpus_cmd(*args), cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+                            text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     ckpt = tmp_path / "m" / "fwd" / "checkpoint_last.pt"
     deadline = time.time() + 600
     while not ckpt.exists() and proc.poll() is None and time.time() < deadline:

@@ -52,6 +52,7 @@ def test_missing_checkpoint_and_bad_output(tmp_path, capsys, conll):
 
 CTRL_C = """
 import os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as at a terminal, whatever the runner ignores
 from hmm_nmt.cli import tag
 def interrupted(paths, overrides):
     os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C while the checkpoint loads

@@ -181,6 +181,7 @@ def test_score_empty_and_truncated_gzip_files(tmp_path, capsys):
 
 CTRL_C = """
 import os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as at a terminal, whatever the runner ignores
 from hmm_nmt.data import tag_schemes, tags_cli
 real, calls = tag_schemes.convert, []
 def interrupted(*a):
