@@ -113,11 +113,7 @@ class _SeparableScores(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, src_feat, tgt_feat, weight, bias, target):
-        acc = accumulation_dtype(src_feat.dtype)
-        src, tgt, w = src_feat.to(acc), tgt_feat.to(acc), weight.to(acc)
-        bias_acc = None if bias is None else bias.to(acc)
-        a = torch.nn.functional.linear(src, w, bias_acc)  # (B, J, V)
-        b = torch.nn.functional.linear(tgt, w)  # (B, I, V)
+        a, b = separable_logits(src_feat, tgt_feat, weight, bias)  # (B, J, V), (B, I, V)
         src_len, tgt_len = a.size(1), b.size(1)
         gold = a.gather(2, target[:, None, :].expand(-1, src_len, tgt_len)).transpose(1, 2) \
             + b.gather(2, target[:, :, None])  # a_j[e_i] + b_i[e_i], (B, I, J)
@@ -130,7 +126,7 @@ class _SeparableScores(torch.autograd.Function):
         small = (s < floor).nonzero(as_tuple=True)
         if small[0].numel():
             bb, ii, jj = small
-            logz[bb, ii, jj] = _pair_logits(src, tgt, w, bias_acc, small).logsumexp(-1)
+            logz[bb, ii, jj] = _pair_logits(src_feat, tgt_feat, weight, bias, small).logsumexp(-1)
         ctx.small = small
         ctx.save_for_backward(src_feat, tgt_feat, weight, bias, target, ea, eb, s)
         return gold - logz, mean - logz
@@ -153,7 +149,7 @@ class _SeparableScores(torch.autograd.Function):
         grad_b = torch.bmm(gz, ea).mul_(eb)  # (B, I, V)
         if small[0].numel():
             bb, ii, jj = small
-            rows = _pair_logits(src, tgt, w, None if bias is None else bias.to(acc), small).softmax(-1)
+            rows = _pair_logits(src_feat, tgt_feat, weight, bias, small).softmax(-1)
             rows.mul_(c[small][:, None])
             grad_a.index_put_((bb, jj), rows, accumulate=True)
             grad_b.index_put_((bb, ii), rows, accumulate=True)
@@ -176,9 +172,10 @@ class _SeparableScores(torch.autograd.Function):
 
 
 def _pair_logits(src: Tensor, tgt: Tensor, weight: Tensor, bias: Optional[Tensor], index) -> Tensor:
-    """The logit rows a_j + b_i (n, V) of the (b, i, j) triples in ``index``."""
+    """The logit rows a_j + b_i (n, V) of the (b, i, j) triples in ``index``, in the accumulation dtype."""
+    acc = accumulation_dtype(src.dtype)
     bb, ii, jj = index
-    return torch.nn.functional.linear(src[bb, jj] + tgt[bb, ii], weight, bias)
+    return _linear(src[bb, jj].to(acc) + tgt[bb, ii].to(acc), weight, bias)
 
 
 @_own_precision

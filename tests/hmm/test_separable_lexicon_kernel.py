@@ -158,7 +158,8 @@ def test_fused_backward_equals_autograd_through_the_normalisers(outputs, bias):
         torch.testing.assert_close(x, y)
 
 
-def test_fused_kernel_recomputes_underflowed_normalisers_and_their_gradient():
+@pytest.mark.parametrize("bias", [False, True])
+def test_fused_kernel_recomputes_underflowed_normalisers_and_their_gradient(bias):
     """The logits of test_underflowed_normalisers_are_recomputed_exactly through features (W = identity):
     in float32 the fused kernel's log Z and gradients equal the float64 materialised softmax."""
     a = torch.zeros(1, 2, 3)
@@ -167,10 +168,11 @@ def test_fused_kernel_recomputes_underflowed_normalisers_and_their_gradient():
     b[0, 0, 1], b[0, 0, 0] = 200.0, -200.0
     w = torch.eye(3)
     target = torch.tensor([[2]])
-    leaves32 = [t.clone().requires_grad_() for t in (a, b, w)]
-    leaves64 = [t.double().requires_grad_() for t in (a, b, w)]
-    gold, mean = separable_scores(*leaves32, None, target)
-    ref = reference_separable_log_probs(*leaves64, None)  # (1, 1, 2, 3)
+    tensors = (a, b, w) + ((torch.tensor([0.5, -1.5, 2.0]),) if bias else ())
+    leaves32 = [t.clone().requires_grad_() for t in tensors]
+    leaves64 = [t.double().requires_grad_() for t in tensors]
+    gold, mean = separable_scores(*leaves32[:3], leaves32[3] if bias else None, target)
+    ref = reference_separable_log_probs(*leaves64[:3], leaves64[3] if bias else None)  # (1, 1, 2, 3)
     ref_gold = ref[..., 2]
     torch.testing.assert_close(gold.double(), ref_gold.detach(), rtol=1e-6, atol=1e-4)
     torch.testing.assert_close(mean.double(), ref.mean(-1).detach(), rtol=1e-6, atol=1e-4)
