@@ -16,7 +16,7 @@ die() { echo "align_bidirectional.sh: error: $*" >&2; exit 2; }
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${PYTHON:-$(command -v python || command -v python3)}"
-export PYTHONPATH="${ROOT}${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="${ROOT}:${ROOT}/alignment${PYTHONPATH:+:$PYTHONPATH}"
 
 FWD="" REV="" DATA="" REV_DATA="" GOLD="" METHOD="alignment" HEURISTIC="grow-diag" SUBSET="test"
 SRC="" TGT="" OUT_DIR="" EXTRA=()

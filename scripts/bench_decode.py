@@ -26,7 +26,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run from a checkout: this checkout's package
-    sys.path.insert(0, ROOT)
+    sys.path[:0] = [ROOT, os.path.join(ROOT, "alignment")]
 from benchmarks.microbench import expand_models, model_flags, run_children, toy_data_bin  # noqa: E402
 from hmm_nmt_align.base.atomic import atomic_write  # noqa: E402
 

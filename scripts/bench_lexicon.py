@@ -31,7 +31,8 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [_ROOT, os.path.join(_ROOT, "alignment")]  # this checkout's packages
 from hmm_nmt.hmm.lexicon import LEXICON_DTYPES, lexicon_scores  # noqa: E402
 from hmm_nmt_align.base.atomic import atomic_write  # noqa: E402
 

@@ -33,7 +33,7 @@ from tqdm import tqdm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run from a checkout: this checkout's package
-    sys.path.insert(0, ROOT)
+    sys.path[:0] = [ROOT, os.path.join(ROOT, "alignment")]
 from benchmarks.common import BenchmarkError  # noqa: E402
 from benchmarks.fairseq_runner import interrupt_on_sigterm  # noqa: E402
 from benchmarks.lm import DEFAULT, MODELS, collect, kn5, plot_dev_curves, run_fairseq  # noqa: E402
@@ -91,7 +91,7 @@ def main(argv=None):
             ap.error(f"{path}: no such file (run examples/wsj_lm/prepare.sh)")
     os.makedirs(opts.out, exist_ok=True)
     env = dict(os.environ, OMP_NUM_THREADS=str(opts.threads), MKL_NUM_THREADS=str(opts.threads),
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+               PYTHONPATH=ROOT + os.pathsep + os.path.join(ROOT, "alignment") + os.pathsep + os.environ.get("PYTHONPATH", ""))
     results_path = os.path.join(opts.out, "results.json")
     results = json.load(open(results_path)) if os.path.isfile(results_path) else {}
     if opts.patience < 0 or opts.epochs < 1:

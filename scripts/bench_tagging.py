@@ -39,7 +39,7 @@ from tqdm import tqdm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+    sys.path[:0] = [ROOT, os.path.join(ROOT, "alignment")]
 from hmm_nmt_align.base.atomic import atomic_write  # noqa: E402
 
 MODELS = [("rnn", "RNN"), ("birnn", "BiRNN"), ("hnmc", "HNMC"), ("hnmc2", "HNMC2"), ("hnmc_cn", "HNMC-CN"),

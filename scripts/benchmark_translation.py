@@ -63,7 +63,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run from a checkout: this checkout's package
-    sys.path.insert(0, ROOT)
+    sys.path[:0] = [ROOT, os.path.join(ROOT, "alignment")]
 
 from benchmarks.common import BenchmarkError  # noqa: E402
 from benchmarks.fairseq_runner import interrupt_on_sigterm  # noqa: E402

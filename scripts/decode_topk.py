@@ -17,7 +17,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run from a checkout: this checkout's package
-    sys.path.insert(0, ROOT)
+    sys.path[:0] = [ROOT, os.path.join(ROOT, "alignment")]
 
 from benchmarks.common import atomic_write, read_json, read_lines  # noqa: E402
 from benchmarks.topk import decode_sweep, decode_table  # noqa: E402

@@ -13,4 +13,4 @@ fi
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${PYTHON:-$(command -v python || command -v python3)}"
 
-PYTHONPATH="${ROOT}${PYTHONPATH:+:$PYTHONPATH}" exec "$PYTHON" -m hmm_nmt_align.baselines "$@"
+PYTHONPATH="${ROOT}:${ROOT}/alignment${PYTHONPATH:+:$PYTHONPATH}" exec "$PYTHON" -m hmm_nmt_align.baselines "$@"

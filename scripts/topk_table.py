@@ -14,7 +14,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run from a checkout: this checkout's package
-    sys.path.insert(0, ROOT)
+    sys.path[:0] = [ROOT, os.path.join(ROOT, "alignment")]
 from benchmarks.topk import load_result, sweep_table  # noqa: E402
 from hmm_nmt_align.base.atomic import atomic_write  # noqa: E402
 

@@ -29,7 +29,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run from a checkout: this checkout's package
-    sys.path.insert(0, ROOT)
+    sys.path[:0] = [ROOT, os.path.join(ROOT, "alignment")]
 
 from benchmarks.common import atomic_write, read_json  # noqa: E402
 from benchmarks.tuning import chosen_row, markdown_table, tune, tune_halves  # noqa: E402

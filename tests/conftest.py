@@ -13,9 +13,16 @@ def default_sigint():
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-# the checkout under test comes first, whatever is installed in the environment
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+# The checkout under test comes first, whatever is installed in the environment: hmm_nmt lives at its root,
+# hmm_nmt_align in alignment/ (src layout). Both go first on sys.path for this process and on PYTHONPATH for
+# every child a test starts (the tests build their children's PYTHONPATH from os.environ's).
+CHECKOUT_PATHS = [ROOT, os.path.join(ROOT, "alignment")]
+for _p in reversed(CHECKOUT_PATHS):
+    if _p in sys.path:
+        sys.path.remove(_p)
+    sys.path.insert(0, _p)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    CHECKOUT_PATHS + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in CHECKOUT_PATHS])
 SHARED_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
 
 

@@ -27,7 +27,7 @@ import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+sys.path[:0] = [os.path.dirname(HERE), os.path.join(os.path.dirname(HERE), "alignment")]
 sys.path.insert(0, HERE)
 
 import checkpoint_fixtures as cf  # noqa: E402

@@ -31,7 +31,8 @@ import sys
 import unicodedata
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path[:0] = [_ROOT, os.path.join(_ROOT, "alignment")]  # this checkout's packages
 from hmm_nmt_align.base.atomic import atomic_output  # noqa: E402  (standard library only)
 
 __all__ = ["strip_accents", "normalize_gold_tokens", "normalize_train_line", "read_wpt_sentences",

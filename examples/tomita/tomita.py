@@ -49,7 +49,8 @@ from collections import deque
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path[:0] = [_ROOT, os.path.join(_ROOT, "alignment")]  # this checkout's packages
 from hmm_nmt.hmm import iohmm  # noqa: E402
 from hmm_nmt_align.base.atomic import atomic_write  # noqa: E402
 

@@ -11,7 +11,7 @@ if [ "$#" -ne 1 ]; then sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; f
 DIR="$1"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 PY="${PYTHON:-python}"
-export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$ROOT:$ROOT/alignment${PYTHONPATH:+:$PYTHONPATH}"
 CKPT="${AER_CKPT:-$DIR/checkpoints/checkpoint_last.pt}"
 for f in "$DIR/raw/test.src" "$DIR/raw/test.tgt" "$DIR/raw/test.align" "$CKPT"; do
   [ -f "$f" ] || { echo "aer.sh: error: $f not found (run examples/toy/demo.sh first)" >&2; exit 2; }

@@ -10,7 +10,7 @@ UPDATES="${DEMO_UPDATES:-400}"
 ORDER="${DEMO_ORDER:-0}"
 PY="${PYTHON:-python}"
 export OMP_NUM_THREADS="${DEMO_THREADS:-$(nproc)}"
-export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$ROOT:$ROOT/alignment${PYTHONPATH:+:$PYTHONPATH}"
 cd "$ROOT"
 
 echo "== 1/5 toy corpus -> $OUT/raw"

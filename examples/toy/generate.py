@@ -22,7 +22,8 @@ import os
 import random
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path[:0] = [_ROOT, os.path.join(_ROOT, "alignment")]  # this checkout's packages
 from hmm_nmt_align.base.atomic import atomic_write  # noqa: E402  (standard library only)
 
 SRC_SYLLABLES = ["ka", "ro", "mi", "tsu", "ne", "zo", "ha", "ki", "mu", "te", "sa", "lo"]

@@ -29,7 +29,8 @@ import re
 import sys
 from collections import Counter
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path[:0] = [_ROOT, os.path.join(_ROOT, "alignment")]  # this checkout's packages
 from hmm_nmt_align.base.atomic import atomic_write  # noqa: E402  (standard library only)
 
 PUNCT = {",", ".", "``", "''", "`", "'", "(", ")", "-LRB-", "-RRB-", "-LCB-", "-RCB-", "{", "}", ":", ";", "--",

@@ -13,7 +13,7 @@ ENV = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH
 
 def run(*args, cwd=None):
     """`python -m hmm_nmt_align CMD ARGS` = the console script CMD (hmm-nmt-aer, ...) without installing."""
-    return subprocess.run([sys.executable, "-m", "alignment", *args], capture_output=True, text=True, env=ENV,
+    return subprocess.run([sys.executable, "-m", "hmm_nmt_align", *args], capture_output=True, text=True, env=ENV,
                           cwd=cwd or ROOT, timeout=120)
 
 

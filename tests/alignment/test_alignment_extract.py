@@ -427,7 +427,7 @@ def test_toy_aer_script(toy, model):
 def test_heatmap_path_mode(toy, model, tmp_path, capsys):
     ck1, ckt = model("dhmm1"), model("transformer")
     out = tmp_path / "maps1"
-    proc = run("-m", "alignment", "heatmap", "--path", str(ck1), "--data", str(toy["bin"]), "--index", "4",
+    proc = run("-m", "hmm_nmt_align", "heatmap", "--path", str(ck1), "--data", str(toy["bin"]), "--index", "4",
                "--position", "2", "--out-dir", str(out), "--save-npz", str(tmp_path / "m1.npz"))
     assert proc.stdout.split() == [str(out / n) for n in ("alignment.png", "posterior.png", "transition_i2.png")]
     for n in ("alignment.png", "posterior.png", "transition_i2.png"):

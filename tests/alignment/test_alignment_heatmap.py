@@ -49,7 +49,7 @@ def test_cli_npz_all_keys(tmp_path):
              alignment=softmax_rows(rng.normal(size=(4, 5))), posterior=softmax_rows(rng.normal(size=(4, 5))),
              attention=softmax_rows(rng.normal(size=(4, 5))), transition=softmax_rows(rng.normal(size=(4, 5, 5))))
     out = tmp_path / "maps"
-    r = subprocess.run([sys.executable, "-m", "alignment", "heatmap", "--npz", str(npz), "--out-dir", str(out),
+    r = subprocess.run([sys.executable, "-m", "hmm_nmt_align", "heatmap", "--npz", str(npz), "--out-dir", str(out),
                         "--position", "3"], capture_output=True, text=True, env=ENV, timeout=120)
     assert r.returncode == 0, r.stderr
     names = sorted(os.listdir(out))
@@ -73,7 +73,7 @@ def test_cli_bad_npz_writes_nothing(tmp_path, case):
     else:
         npz.write_bytes(b"not a zip")
     out = tmp_path / "maps"
-    r = subprocess.run([sys.executable, "-m", "alignment", "heatmap", "--npz", str(npz), "--out-dir", str(out),
+    r = subprocess.run([sys.executable, "-m", "hmm_nmt_align", "heatmap", "--npz", str(npz), "--out-dir", str(out),
                         "--position", "7"], capture_output=True, text=True, env=ENV, timeout=120)
     assert r.returncode == 2 and r.stdout == ""
     assert len(r.stderr.strip().splitlines()) == 1 and str(npz) in r.stderr

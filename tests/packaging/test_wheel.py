@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 def _package_folders():
     """Import names of every package folder of the checkout that the wheel must carry."""
     out = set()
-    for top, name in (("hmm_nmt", "hmm_nmt"), ("alignment", "hmm_nmt_align")):
+    for top, name in (("hmm_nmt", "hmm_nmt"), (os.path.join("alignment", "hmm_nmt_align"), "hmm_nmt_align")):
         for init in glob.glob(os.path.join(ROOT, top, "**", "__init__.py"), recursive=True):
             rel = os.path.relpath(os.path.dirname(init), os.path.join(ROOT, top))
             out.add(name if rel == "." else name + "." + rel.replace(os.sep, "."))

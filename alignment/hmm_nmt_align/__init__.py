@@ -7,8 +7,8 @@ This package is the tools layer, above the models: checkpoint-based alignment go
 :mod:`hmm_nmt.aligner` (never a model class), and the pure helpers (links, segment, subword, symmetrize, the
 Pharaoh line) and the atomic writer live in :mod:`hmm_nmt_align.base`, below both.
 
-The repository folder is ``alignment/``; it is installed under the import name ``hmm_nmt_align`` (a package
-named ``alignment`` already exists on the package index, and pip would overwrite one with the other).
+The package is the folder ``alignment/hmm_nmt_align/`` (src layout); its name is not ``alignment``, a package
+of that name already exists on the package index, and pip would overwrite one with the other.
 """
 from .aer import AERCounts, corpus_scores, sentence_counts, sentence_scores
 from .base.subword import subword_to_word_links
