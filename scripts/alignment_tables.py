@@ -1,0 +1,113 @@
+#!/usr/bin/env python
+"""The alignment tables of README.md and docs/ built from the committed results files of
+``scripts/align_benchmark.py`` (``results/alignment/*.json``), so that no figure is typed by hand.
+
+    python scripts/alignment_tables.py results/alignment/europarl-deen.json      # print one table
+    python scripts/alignment_tables.py --write README.md docs/alignment.md       # refresh the marked tables
+    python scripts/alignment_tables.py --check README.md docs/alignment.md       # exit 1 where one differs
+
+A table in a markdown file sits between ``<!-- results: results/alignment/NAME.json -->`` and
+``<!-- /results -->``; ``--write`` replaces what is between the markers, ``--check`` compares.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MARK = re.compile(r"(<!-- results: (\S+) -->\n)(.*?)(<!-- /results -->)", re.S)
+
+
+def _f(x):
+    return "" if x is None else f"{x:.2f}"
+
+
+def _row(label, merge, scores, wall=None, cpu=None):
+    g = lambda part, k: (scores.get(part) or {}).get(k)  # noqa: E731
+    return (f"| {label} | {merge} | {_f(g('dev', 'AER'))} | {_f(g('test', 'AER'))} | {_f(g('test', 'P'))} | "
+            f"{_f(g('test', 'R'))} | {_f(g('all', 'AER'))} | {'' if wall is None else f'{wall:,.0f}'} | "
+            f"{'' if cpu is None else f'{cpu:,.0f}'} |")
+
+
+def _mean_row(label, merge, rows):
+    """Mean (± sample standard deviation where there are several) of each figure over runs or seeds."""
+    if len(rows) < 2:
+        return []
+
+    def agg(vals):
+        if any(v is None for v in vals):  # precision without a link
+            return None
+        vals = [float(v) for v in vals]
+        return statistics.mean(vals), statistics.stdev(vals)
+    scores, cells = {}, []
+    for part in ("dev", "test", "all"):
+        if all(part in r["scores"] for r in rows):
+            scores[part] = {k: agg([r["scores"][part][k] for r in rows]) for k in ("AER", "P", "R")}
+    for part, k in (("dev", "AER"), ("test", "AER"), ("test", "P"), ("test", "R"), ("all", "AER")):
+        m = scores.get(part, {}).get(k)
+        cells.append("" if m is None else f"**{m[0]:.2f}** ± {m[1]:.2f}")
+    wall = statistics.mean(r["wall_s"] for r in rows)
+    cpu = statistics.mean(r["cpu_s"] for r in rows)
+    return [f"| {label} | {merge} | " + " | ".join(cells) + f" | {wall:,.0f} | {cpu:,.0f} |"]
+
+
+def table(results):
+    """One markdown table (and its provenance line) of a results file."""
+    out = ["| aligner | merge (chosen on dev) | dev AER | test AER | test P | test R | all AER | wall s | CPU s |",
+           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    systems = results["systems"]
+    for name in ("eflomal", "fast_align", "hmm-nmt-align-corpus", "hmm-nmt-align-corpus ensemble"):
+        rows = [r for r in systems if r["system"] == name]
+        for r in rows:
+            which = f", run {r['run']}" if "run" in r else f", seed {r['seed']}" if "seed" in r else \
+                f", seeds {','.join(map(str, r['seeds']))}" if "seeds" in r else ""
+            out.append(_row(name + which, f"`{r['merge']}`" if name == "eflomal" else r["merge"], r["scores"],
+                            r.get("wall_s"), r.get("cpu_s")))
+        merges = {r["merge"] for r in rows}
+        out += _mean_row(f"{name}, mean of {len(rows)}", ", ".join(sorted(merges)), rows)
+    d, h = results["data"], results["hardware"]
+    out.append("")
+    out.append(f"{results['name']}: {d['gold_pairs']} gold pairs (dev: the first {d['dev_pairs']}, test: the other "
+               f"{d['test_pairs']}) aligned with {d['training_pairs']:,} training pairs; "
+               f"{h['cpu']}, {h['cores']} cores{', ' + h['gpu'] if h.get('gpu') else ''}; seeds "
+               f"{', '.join(map(str, results['seeds']))}; eflomal runs: {results['eflomal_runs']}; {results['date']}. "
+               f"Command: `{results['command']}`.")
+    return "\n".join(out) + "\n"
+
+
+def render(text, base=ROOT):
+    """``text`` with every marked table rebuilt from its results file."""
+    def sub(m):
+        with open(os.path.join(base, m.group(2)), encoding="utf-8") as f:
+            return m.group(1) + table(json.load(f)) + m.group(4)
+    return MARK.sub(sub, text)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("files", nargs="+", help="results JSON files to print, or markdown files with --write/--check")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--write", action="store_true")
+    g.add_argument("--check", action="store_true")
+    opts = p.parse_args(argv)
+    status = 0
+    for path in opts.files:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        if not (opts.write or opts.check):
+            print(table(json.loads(text)))
+            continue
+        new = render(text)
+        if opts.write and new != text:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(new)
+        elif opts.check and new != text:
+            sys.stderr.write(f"{path}: a results table differs from its results file (run --write)\n")
+            status = 1
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

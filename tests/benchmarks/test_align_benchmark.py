@@ -1,0 +1,82 @@
+"""scripts/align_benchmark.py and scripts/alignment_tables.py: every baseline at the merge its dev part chooses,
+and the README/docs tables equal to the committed results files they are built from."""
+import glob
+import json
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+import align_benchmark as ab  # noqa: E402
+import alignment_tables as at  # noqa: E402
+
+
+def _gold(tmp_path, lines, dev):
+    (tmp_path / "g").write_text("".join(lines))
+    src = [5] * len(lines)
+    return ab.Gold(SimpleNamespace(gold=str(tmp_path / "g"), gold_one_based=False, gold_reverse=False,
+                                   dev_pairs=dev), src, src)
+
+
+def test_the_merge_is_chosen_on_the_dev_part_not_the_test_part(tmp_path):
+    # dev: the gold is the intersection (the union adds a wrong link); test: the gold is the union
+    gold = _gold(tmp_path, ["0-0\n", "0-0 1-1\n"], dev=1)
+    fwd, rev = [[(0, 0)], [(0, 0)]], [[(0, 0), (1, 2)], [(1, 1)]]
+    rows, best = ab.merges(fwd, rev, gold)
+    assert rows["intersect"]["dev"]["AER"] == 0.0 and rows["union"]["dev"]["AER"] > 0
+    assert rows["union"]["test"]["AER"] < rows["intersect"]["test"]["AER"]
+    assert best == "intersect"
+
+
+def test_gold_links_outside_a_pair_are_refused_naming_the_line(tmp_path):
+    (tmp_path / "g").write_text("0-0\n9-0\n")
+    with pytest.raises(SystemExit, match=r"g:2: link \(9, 0\) outside"):
+        ab.Gold(SimpleNamespace(gold=str(tmp_path / "g"), gold_one_based=False, gold_reverse=False, dev_pairs=1),
+                [3, 3], [3, 3])
+
+
+def _results():
+    scores = lambda a: {"dev": {"AER": a, "P": 90.0, "R": 80.0}, "test": {"AER": a + 1, "P": 91.0, "R": 81.0}}  # noqa: E731
+    return {"name": "toy", "command": "scripts/align_benchmark.py --name toy", "date": "2026-01-01",
+            "data": {"gold_pairs": 3, "dev_pairs": 1, "test_pairs": 2, "training_pairs": 10, "gold": "g", "note": ""},
+            "hardware": {"cpu": "CPU X", "cores": 2}, "seeds": [1, 2], "eflomal_runs": 1, "hmm_args": [],
+            "systems": [{"system": "eflomal", "run": 1, "merge": "grow-diag", "scores": scores(10.0), "wall_s": 3.0,
+                         "cpu_s": 4.0},
+                        {"system": "hmm-nmt-align-corpus", "seed": 1, "merge": "default (no gold)",
+                         "scores": scores(5.0), "wall_s": 100.0, "cpu_s": 190.0},
+                        {"system": "hmm-nmt-align-corpus", "seed": 2, "merge": "default (no gold)",
+                         "scores": scores(7.0), "wall_s": 120.0, "cpu_s": 210.0}]}
+
+
+def test_the_table_lists_each_run_the_mean_and_its_provenance():
+    t = at.table(_results())
+    assert "| eflomal, run 1 | `grow-diag` | 10.00 | 11.00 | 91.00 | 81.00 |  | 3 | 4 |" in t
+    assert "| hmm-nmt-align-corpus, mean of 2 | default (no gold) | **6.00** ± 1.41 | **7.00** ± 1.41 |" in t
+    assert "CPU X, 2 cores" in t and "`scripts/align_benchmark.py --name toy`" in t
+
+
+def test_check_finds_a_table_that_drifted_from_its_results_file(tmp_path):
+    res = tmp_path / "r.json"
+    res.write_text(json.dumps(_results()))
+    md = tmp_path / "page.md"
+    md.write_text(f"intro\n<!-- results: {res} -->\nstale\n<!-- /results -->\nend\n")
+    script = os.path.join(ROOT, "scripts", "alignment_tables.py")
+    assert subprocess.run([sys.executable, script, "--check", str(md)], capture_output=True).returncode == 1
+    assert subprocess.run([sys.executable, script, "--write", str(md)], capture_output=True).returncode == 0
+    text = md.read_text()
+    assert "stale" not in text and "| eflomal, run 1 |" in text and text.endswith("<!-- /results -->\nend\n")
+    assert subprocess.run([sys.executable, script, "--check", str(md)], capture_output=True).returncode == 0
+
+
+def test_the_committed_tables_equal_their_results_files():
+    pages = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "**", "*.md"),
+                                                                 recursive=True))
+    for page in pages:
+        with open(page, encoding="utf-8") as f:
+            text = f.read()
+        assert at.render(text) == text, f"{page}: run scripts/alignment_tables.py --write {page}"
