@@ -34,21 +34,10 @@ def _usage() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from hmm_nmt_align.base.argtypes import int_at_least
     from hmm_nmt_align.base.symmetrize import METHODS as HARD
 
-    # hmm_nmt.options has the same type, but importing hmm_nmt imports fairseq: --help must not
-    def at_least(low):
-        def parse(text):
-            try:
-                v = int(text)
-            except ValueError:
-                raise argparse.ArgumentTypeError(f"an integer is needed, got {text!r}") from None
-            if v < low:
-                raise argparse.ArgumentTypeError(f"must be >= {low}, got {v}")
-            return v
-        return parse
-
-    positive, nonnegative = at_least(1), at_least(0)
+    positive, nonnegative = int_at_least(1), int_at_least(0)
 
     def _hours(text):  # "1.5", "1.5h", "90m" or "5400s"
         scale = {"h": 1.0, "m": 1 / 60, "s": 1 / 3600}.get(text.strip()[-1:].lower())
