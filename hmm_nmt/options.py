@@ -7,25 +7,12 @@ turn an explicit 0 into the default.
 """
 import argparse
 
-
-def _int_at_least(low):
-    def check(text):
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"an integer is needed, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
-        return value
-
-    check.__name__ = "positive_int" if low == 1 else "nonnegative_int"
-    return check
-
+from hmm_nmt_align.base.argtypes import int_at_least
 
 #: sizes, chunk lengths, counts: 1 or more
-positive_int = _int_at_least(1)
+positive_int = int_at_least(1)
 #: sizes where 0 means "none" or "off" (a linear layer, no pruning, no warm-up)
-nonnegative_int = _int_at_least(0)
+nonnegative_int = int_at_least(0)
 
 
 def probability(text):

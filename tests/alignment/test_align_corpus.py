@@ -493,7 +493,8 @@ def test_trainers_side_by_side(monkeypatch, gpus, threads, pending, width):
     thread, never fewer than a seed's two directions nor more than are pending."""
     import torch
 
-    from hmm_nmt_align.corpus import _width, build_parser
+    from hmm_nmt_align.corpus.cli import build_parser
+    from hmm_nmt_align.corpus.train import _width
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: gpus > 0)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
@@ -508,7 +509,8 @@ def test_two_gpus_or_more_train_one_direction_each(monkeypatch, gpus, visible, e
     or --cpu, the environment is left as it is."""
     import torch
 
-    from hmm_nmt_align.corpus import _direction_env, build_parser
+    from hmm_nmt_align.corpus.cli import build_parser
+    from hmm_nmt_align.corpus.train import _direction_env
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: gpus > 0)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
@@ -524,7 +526,8 @@ def test_a_signal_while_the_outputs_are_created_or_renamed_waits_for_them():
     at the start of the aligning block inside it, or after the held block (the outputs renamed)."""
     import signal as sig
 
-    from hmm_nmt_align.corpus import _signals_held, _terminated
+    from hmm_nmt_align.corpus.align import _signals_held
+    from hmm_nmt_align.corpus.cli import _terminated
 
     steps = []
     with pytest.raises(KeyboardInterrupt):

@@ -134,3 +134,23 @@ def test_guide_refuses_topk_and_mixture(arch):
     allowed[0, 0, 0] = True
     with pytest.raises(ValueError, match="exact sum"):
         dhmm_loss(m, m(src, lens, prev, features_only=True), target, 0.0, links=allowed, guide_weight=1.0)
+
+
+@pytest.mark.parametrize("arch", ORDERS)
+def test_a_link_on_padding_is_ignored(arch):
+    """Links at padded positions (a padded target row, a left-padded source column of a real row) constrain
+    nothing: the guided loss equals the loss without them (float64)."""
+    m, d = tiny(arch)
+    src, lens, prev, target = batch(d)
+    assert target[1, 3] == d.pad() and src[1, 0] == d.pad()  # sentence 1: 2 target words, 2 source padding columns
+    out = m(src, lens, prev, features_only=True)
+    real = torch.zeros(2, target.size(1), src.size(1), dtype=torch.bool)
+    real[0, 0, 1] = real[1, 0, 3] = True
+    want, want_nll, _ = dhmm_loss(m, out, target, 0.1, links=real, guide_weight=0.7)
+    for b, i, j in [(1, 3, 2), (1, 4, 4), (1, 1, 0)]:  # padded target rows 3 and 4; padded source column 0
+        padded = real.clone()
+        padded[b, i, j] = True
+        loss, nll, _ = dhmm_loss(m, out, target, 0.1, links=padded, guide_weight=0.7)
+        assert loss.dtype == torch.float64
+        torch.testing.assert_close(loss, want, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(nll, want_nll, rtol=1e-12, atol=1e-12)

@@ -4,12 +4,15 @@ import-linter (``lint-imports``, contracts in pyproject.toml) checks the layers 
 between two modules of one layer, or through a script, is outside what its contracts express. Here the import
 graph of every project module (the packages through grimp, import-linter's own graph builder, which also sees
 imports inside functions; ``scripts/*.py``, which are not a package, through their source) must have no
-strongly connected component of more than one module.
+strongly connected component of more than one module. And the layers contract names every module of the tools
+layer: import-linter checks only the modules a contract names.
 """
 import ast
 import os
+import re
 
 import grimp
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PACKAGES = ["hmm_nmt", "hmm_nmt_align", "benchmarks"]
@@ -102,3 +105,28 @@ def test_no_import_cycle_between_project_modules():
         "cycle: " + ", ".join(c) + "\n  " + "\n  ".join(f"{a} -> {b}" for a in c for b in sorted(edges[a]) if b in c)
         for c in cycles)
     assert not cycles, "import cycles among project modules:\n" + report
+
+
+def _pyproject():
+    try:
+        import tomllib
+    except ImportError:  # Python < 3.11
+        tomllib = pytest.importorskip("tomli", reason="reading pyproject.toml needs tomllib (3.11) or tomli")
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        return tomllib.load(f)
+
+
+def test_the_tools_layer_names_every_module_of_hmm_nmt_align():
+    """Every module and subpackage of alignment/hmm_nmt_align/ but base/ (the bottom layer) and
+    __init__/__main__ is in the tools layer: a module left out could import upward unseen."""
+    contracts = _pyproject()["tool"]["importlinter"]["contracts"]
+    (layers,) = [c["layers"] for c in contracts if c["type"] == "layers" and "benchmarks" in c["layers"]]
+    assert layers[0] == "benchmarks" and layers[2:] == ["hmm_nmt", "hmm_nmt_align.base"]
+    named = set(re.split(r"\s*[:|]\s*", layers[1].strip()))
+    folder = os.path.join(ROOT, "alignment", "hmm_nmt_align")
+    found = {f"hmm_nmt_align.{n[:-3]}" for n in os.listdir(folder)
+             if n.endswith(".py") and n not in ("__init__.py", "__main__.py")}
+    found |= {f"hmm_nmt_align.{n}" for n in os.listdir(folder)
+              if n != "base" and os.path.isfile(os.path.join(folder, n, "__init__.py"))}
+    assert "hmm_nmt_align.corpus" in found and "hmm_nmt_align.extract" in found
+    assert named == found, f"named but absent: {sorted(named - found)}; absent from the layer: {sorted(found - named)}"

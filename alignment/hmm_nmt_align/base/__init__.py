@@ -4,7 +4,8 @@
 :mod:`~hmm_nmt_align.base.pharaoh` (one sentence's :class:`~hmm_nmt_align.base.pharaoh.Alignment` and its
 Pharaoh line), :mod:`~hmm_nmt_align.base.links` (link decisions on a matrix, soft symmetrization, a sentence's
 word links), :mod:`~hmm_nmt_align.base.symmetrize` (the atools heuristics), :mod:`~hmm_nmt_align.base.subword`
-(piece-to-word maps) and :mod:`~hmm_nmt_align.base.segment` (word-by-word segmentation).
+(piece-to-word maps), :mod:`~hmm_nmt_align.base.segment` (word-by-word segmentation) and
+:mod:`~hmm_nmt_align.base.argtypes` (argparse types of whole numbers).
 
 Layers, bottom up: ``hmm_nmt_align.base`` < ``hmm_nmt`` (the plugin; its hub,
 ``TransformerDHMMModel.from_pretrained(...).align``, uses these modules) < the tools of ``hmm_nmt_align``

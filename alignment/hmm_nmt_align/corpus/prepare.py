@@ -1,0 +1,84 @@
+"""Stages 1 and 2 of ``hmm-nmt-align-corpus``: the joint BPE codes and the binarized pairs (``bin/``)."""
+import contextlib
+import io
+import os
+import shutil
+import subprocess
+import sys
+from typing import Callable, List, Sequence, Tuple
+
+from hmm_nmt_align.base.atomic import atomic_write
+
+from .model_dir import CorpusError, ModelDir
+
+
+def _segment_files(segmenter, src, tgt, prefix: str, keep: Sequence[int]) -> None:
+    for side, lines in (("src", src), ("tgt", tgt)):
+        atomic_write(f"{prefix}.{side}", "".join(" ".join(segmenter.segment(lines[k])[0]) + "\n" for k in keep))
+
+
+def _run(cmd: List[str], log: str, what: str) -> None:
+    """Run ``cmd`` to the end, its output in the file ``log``; a failure is a CorpusError with the log's tail."""
+    with open(log, "w", encoding="utf-8") as f:
+        proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        with open(log, encoding="utf-8", errors="replace") as f:
+            tail = f.read().splitlines()[-5:]
+        raise CorpusError(f"{what} failed (log: {log}): {' | '.join(tail)}")
+
+
+def _split(src, tgt, valid_lines: int) -> Tuple[List[int], List[int]]:
+    """The training and held-out lines (those with words on both sides; the last ones held out)."""
+    train = [k for k in range(len(src)) if src[k] and tgt[k]]
+    if not train:
+        raise CorpusError("no line has words on both sides: nothing to train on")
+    n_valid = min(valid_lines, max(1, len(train) // 10))
+    return (train[:-n_valid] if len(train) > n_valid else train), train[-n_valid:]
+
+
+def prepare(md: ModelDir, opts, src, tgt, run: Callable[[List[str], str, str], None] = _run) -> None:
+    """Stages 1 and 2: BPE codes (new model only) and the binarized pairs. ``run(cmd, log, what)`` runs
+    fairseq-preprocess's command line (a test passes a fake)."""
+    from subword_nmt.learn_bpe import learn_bpe
+
+    from hmm_nmt_align.base.segment import load_segmenter
+
+    train, valid = _split(src, tgt, opts.valid_lines)
+    os.makedirs(md.file("text"), exist_ok=True)
+    if not md.done("codes"):
+        counts = {}
+        for lines in (src, tgt):
+            for words in lines:
+                for w in words:
+                    counts[w] = counts.get(w, 0) + 1
+        vocab = io.StringIO("".join(f"{w} {c}\n" for w, c in counts.items()))
+        out = io.StringIO()
+        with contextlib.redirect_stderr(io.StringIO()):  # its own progress bar
+            learn_bpe(vocab, out, opts.merges, is_dict=True)
+        atomic_write(md.file("codes"), out.getvalue())
+        md.mark("codes", merges=opts.merges)
+    segmenter = load_segmenter(md.file("codes"), None)
+    _segment_files(segmenter, src, tgt, md.file("text", "train"), train)
+    _segment_files(segmenter, src, tgt, md.file("text", "valid"), valid)
+    dest = md.file("bin.new")
+    if os.path.isdir(dest):
+        shutil.rmtree(dest)
+    cmd = [sys.executable, "-m", "fairseq_cli.preprocess", "--source-lang", "src", "--target-lang", "tgt",
+           "--trainpref", md.file("text", "train"), "--validpref", md.file("text", "valid"), "--destdir", dest,
+           "--workers", "1"]
+    if md.done("bin"):  # --continue: the model's own dictionary
+        cmd += ["--srcdict", md.file("bin", "dict.src.txt"), "--tgtdict", md.file("bin", "dict.tgt.txt")]
+    else:
+        cmd += ["--joined-dictionary"]
+    run(cmd, md.file("preprocess.log"), "fairseq-preprocess")
+    if os.path.isdir(md.file("bin")):
+        for name in os.listdir(md.file("bin")):
+            if not name.startswith("dict."):
+                os.remove(md.file("bin", name))
+        for name in os.listdir(dest):
+            if not name.startswith("dict."):
+                os.replace(os.path.join(dest, name), md.file("bin", name))
+        shutil.rmtree(dest)
+    else:
+        os.replace(dest, md.file("bin"))
+    md.mark("bin", train_pairs=len(train), valid_pairs=len(valid))
