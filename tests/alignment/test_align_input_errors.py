@@ -11,6 +11,8 @@ import sys
 import pytest
 from conftest import default_sigint, open_fifo_writer
 
+from hmm_nmt_align.safe_checkpoint import load_checkpoint_state
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(ROOT, "tests", "data", "checkpoints")
 CKPT = os.path.join(FIXTURES, "transformer_dhmm.pt")
@@ -154,7 +156,7 @@ def test_moved_checkpoint_without_languages_finds_its_dictionaries(tmp_path, tex
     pair comes from the two dictionaries (here dict.fr.txt / dict.en.txt), the direction from the checkpoint."""
     import torch
 
-    state = torch.load(CKPT, map_location="cpu", weights_only=False)
+    state = load_checkpoint_state(CKPT)
     state["cfg"]["task"].update(source_lang=None, target_lang=None, data=str(tmp_path / "gone" / "data-bin"))
     ck_dir, dicts = tmp_path / "ck", tmp_path / "dicts"
     ck_dir.mkdir()
