@@ -84,6 +84,19 @@ def test_align_output_never_overwrites_an_input(tmp_path, text, which):
     assert not [n for n in os.listdir(tmp_path) + os.listdir(ck_dir) if n.startswith(".")]  # no temporary file
 
 
+@pytest.mark.parametrize("to", ["--src-text", "--path"])
+def test_align_output_that_is_a_link_to_an_input_is_refused(tmp_path, text, to):
+    """-o is written through a symbolic link (as a shell's > is), so a link to an input is that input."""
+    src, tgt = text
+    ck = str(tmp_path / "m.pt")
+    shutil.copy(CKPT, ck)
+    link = tmp_path / "out.align"
+    os.symlink(src if to == "--src-text" else ck, link)
+    before = {p: open(p, "rb").read() for p in (src, ck)}
+    one_error(align(*base_args(src, tgt, ck), "-o", str(link)), "same file as", to)
+    assert {p: open(p, "rb").read() for p in before} == before and os.path.islink(link)
+
+
 def test_adapt_output_never_overwrites_the_checkpoint(tmp_path, text):
     ck = str(tmp_path / "m.pt")
     shutil.copy(CKPT, ck)
@@ -122,6 +135,22 @@ def test_line_separators_inside_a_line_keep_the_output_line_parallel(tmp_path):
     ref = tmp_path / "ref.align"
     assert align(*base_args(w(tmp_path / "s2", SRC), tgt), "-o", str(ref)).returncode == 0
     assert out.read_text() == ref.read_text()
+
+
+@pytest.mark.slow
+def test_align_writes_through_a_symbolic_link(tmp_path, text):
+    """-o naming a symbolic link (a dangling one) writes the file it points to, as hmm-nmt-symmetrize and a
+    shell's > do; the link stays."""
+    (tmp_path / "results").mkdir()
+    target = tmp_path / "results" / "test.align"
+    link = tmp_path / "out.align"
+    os.symlink(target, link)
+    ref = tmp_path / "ref.align"
+    assert align(*base_args(*text), "-o", str(ref)).returncode == 0
+    proc = align(*base_args(*text), "-o", str(link))
+    assert proc.returncode == 0, proc.stderr
+    assert os.path.islink(link) and target.read_text() == ref.read_text() and ref.read_text().count("-") > 0
+    assert os.listdir(tmp_path / "results") == ["test.align"]
 
 
 @pytest.mark.slow
