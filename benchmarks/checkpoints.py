@@ -4,6 +4,7 @@ import os
 
 from benchmarks.common import BenchmarkError
 from hmm_nmt_align.base.atomic import atomic_output
+from hmm_nmt_align.safe_checkpoint import CheckpointError, load_checkpoint_state
 
 
 def average_checkpoints(paths, out_path):
@@ -12,11 +13,12 @@ def average_checkpoints(paths, out_path):
 
     avg, first = None, None
     for p in paths:
-        # plain torch.load, as fairseq's script does, so that the saved cfg stays a plain dict that the
-        # weights_only loader of fairseq-generate accepts (fairseq's load_checkpoint_to_cpu would turn it into a
-        # DictConfig).  weights_only=False: these are the checkpoints this benchmark has just trained itself,
-        # and it spares importing fairseq (whose classes hmm_nmt.checkpoint_compat allow-lists) for this step.
-        state = torch.load(p, map_location="cpu", weights_only=False)
+        # the state as saved, as fairseq's script reads it, so that the saved cfg stays a plain dict (fairseq's
+        # load_checkpoint_to_cpu would turn it into a DictConfig); weights only, without importing fairseq
+        try:
+            state = load_checkpoint_state(p)
+        except CheckpointError as e:  # truncated, or a pickle payload (refused, never run)
+            raise BenchmarkError(f"cannot average: {e}") from None
         if first is None:
             first = state
             avg = {k: v.clone().double() if v.is_floating_point() else v.clone() for k, v in state["model"].items()}

@@ -16,6 +16,7 @@ from benchmarks.common import REPO as ROOT
 from benchmarks.common import BenchmarkError, read_json, write_json
 from benchmarks.logs import parse_train_log
 from benchmarks.stopping import stop_reason, training_clock
+from hmm_nmt_align.base.atomic import atomic_output
 
 # name -> fairseq arguments ({raw} is the --raw directory)
 HMM = ["--arch", "hmm_lm", "--criterion", "hmm_lm", "--hmm-embed-dim", "256"]
@@ -271,7 +272,6 @@ def plot_dev_curves(merged, path, title):
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, ncol=2)
     fig.tight_layout()
-    tmp = path + ".tmp.png"
-    fig.savefig(tmp, dpi=100)
+    with atomic_output(path, suffix=".tmp.png") as tmp:
+        fig.savefig(tmp, dpi=100)
     plt.close(fig)
-    os.replace(tmp, path)

@@ -25,6 +25,7 @@ import os
 import sys
 from typing import List, Optional
 
+from hmm_nmt_align.base.atomic import atomic_output
 from hmm_nmt_align.base.console import ExtractionError, clobbered_input, interruptible
 
 from .extract import input_files, readable_file, setup_logging
@@ -128,13 +129,8 @@ def adapt(model, task, criterion, pairs, updates: int, lr: float = 5e-4, warmup:
 def atomic_torch_save(obj, path: str) -> None:
     import torch
 
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
+    with atomic_output(path, suffix=".tmp.pt") as tmp:  # through a symbolic link, as every writer
         torch.save(obj, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 @interruptible("hmm-nmt-adapt")

@@ -6,6 +6,7 @@ import torch
 
 import hmm_nmt  # noqa: F401  (registers the plugin; makes checkpoints loadable under torch >= 2.6)
 from hmm_nmt_align.base.console import ExtractionError
+from hmm_nmt_align.safe_checkpoint import CheckpointError, UnsafeCheckpointError
 
 __all__ = ["load_model", "load_subset", "read_checkpoint", "load_aligner"]
 
@@ -111,9 +112,13 @@ def read_checkpoint(path: str, flag: str = "--path") -> dict:
         raise ExtractionError(f"{flag} {path}: not a fairseq checkpoint (empty file)")
     from fairseq import checkpoint_utils
 
-    try:
+    try:  # through hmm_nmt_align.safe_checkpoint (hmm_nmt.compat.safe_load): weights only, allow-listed classes
         state = checkpoint_utils.load_checkpoint_to_cpu(path)
-    except Exception as e:  # truncated, a text file, another pickle, ...
+    except UnsafeCheckpointError as e:  # a pickle payload: refused, never run
+        raise ExtractionError(f"{flag} {e}") from None
+    except CheckpointError as e:
+        raise ExtractionError(f"{flag} {path}: not a fairseq checkpoint ({e.detail or e.what})") from None
+    except Exception as e:  # a zip of torch tensors without fairseq's fields, ...
         raise ExtractionError(f"{flag} {path}: not a fairseq checkpoint ({_one_line(e)})") from None
     if not isinstance(state, dict) or "model" not in state or (state.get("cfg") is None and state.get("args") is None):
         raise ExtractionError(f"{flag} {path}: not a fairseq checkpoint (no model and cfg in it)")

@@ -119,7 +119,12 @@ def split_checkpoint(path, out_dir, source_lang=None, target_lang=None):
 
     if not os.path.isfile(path):
         raise SplitError(f"checkpoint not found: {path}")
-    state = checkpoint_utils.load_checkpoint_to_cpu(path)
+    from hmm_nmt_align.safe_checkpoint import CheckpointError
+
+    try:
+        state = checkpoint_utils.load_checkpoint_to_cpu(path)
+    except CheckpointError as e:  # not a checkpoint, or a pickle payload (refused, never run)
+        raise SplitError(f"{e.what}" + (f" ({e.detail})" if e.detail else "")) from None
     parts = split_state(state, source_lang, target_lang)
     os.makedirs(out_dir, exist_ok=True)
     written = []

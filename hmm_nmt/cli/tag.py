@@ -21,6 +21,7 @@ from hmm_nmt.data.conll import CoNLLFormatError, check_column, conllu_column, wr
 from hmm_nmt.data.entity_eval import count_invalid, entity_scores
 from hmm_nmt.models.tagger_ensemble import TaggerEnsemble, check_same_dictionaries
 from hmm_nmt_align.base.tag_args import tag_parser
+from hmm_nmt_align.safe_checkpoint import CheckpointError as LoadError
 
 
 def parse_args(argv=None):
@@ -77,6 +78,8 @@ def load_ensemble(paths, overrides):
     for path in paths:
         try:
             loaded.append(load(path, overrides))
+        except LoadError as e:  # not a checkpoint, or one whose pickle would run code (refused, never run)
+            raise CheckpointError(f"--path: cannot load {e}") from None
         except (EOFError, pickle.UnpicklingError, zipfile.BadZipFile, struct.error, RuntimeError, KeyError, IndexError,
                 UnicodeDecodeError) as e:
             # a truncated or corrupt archive (torch's "PytorchStreamReader failed ..."), a pickle cut short

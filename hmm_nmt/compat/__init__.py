@@ -1,6 +1,8 @@
 """Patches that make fairseq 0.12 and torch work together for this plugin, installed on ``import hmm_nmt``.
 
 * :mod:`hmm_nmt.compat.checkpoints`: fairseq checkpoints load under torch >= 2.6 (``weights_only``);
+* :mod:`hmm_nmt.compat.safe_load`: fairseq reads checkpoints through the project's safe loader (a checkpoint that
+  would run code is refused in one line);
 * :mod:`hmm_nmt.compat.numpy2`: fairseq's datasets on numpy >= 2 (``np.compat.long``);
 * :mod:`hmm_nmt.compat.atomic_checkpoints`: fairseq's checkpoint copies are atomic;
 * :mod:`hmm_nmt.compat.batch_tail`: validation, ``fairseq-generate`` and every other non-training iterator keep
@@ -22,12 +24,13 @@ from hmm_nmt.compat import (
     cpu_bf16,
     distributed_cpu,
     numpy2,
+    safe_load,
     topk_plateau,
 )
 from hmm_nmt.compat._once import install_once
 
 __all__ = ["atomic_checkpoints", "batch_tail", "checkpoints", "cli_errors", "cpu_bf16", "distributed_cpu", "numpy2",
-           "topk_plateau", "install_once",
+           "safe_load", "topk_plateau", "install_once",
            "install_torch", "install_fairseq", "install_all"]
 
 
@@ -38,9 +41,10 @@ def install_torch() -> None:
 
 
 def install_fairseq() -> None:
-    """The patches of fairseq itself (call once fairseq is importable): atomic checkpoint copies, evaluation
-    batches that keep their tail, the top-k schedule's plateau rule and, on a machine without CUDA, the CPU
-    launcher (which also turns ``--cpu --bf16`` into CPU autocast)."""
+    """The patches of fairseq itself (call once fairseq is importable): the safe checkpoint loader, atomic
+    checkpoint copies, evaluation batches that keep their tail, the top-k schedule's plateau rule and, on a
+    machine without CUDA, the CPU launcher (which also turns ``--cpu --bf16`` into CPU autocast)."""
+    safe_load.install()
     atomic_checkpoints.install()
     batch_tail.install()
     topk_plateau.install()

@@ -271,11 +271,11 @@ def test_the_model_options_train_and_align(made, tmp_path, options):
     p = run(work, "-s", "c.src", "-t", "c.tgt", "--model-dir", str(tmp_path / "m"), "-o", str(tmp_path / "c.align"),
             *TINY, *flags)
     assert p.returncode == 0, p.stderr[-2000:]
-    import torch
+    from hmm_nmt_align.safe_checkpoint import load_checkpoint_state
 
     manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
     for d in ("fwd", "rev"):
-        ckpt = torch.load(tmp_path / "m" / d / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+        ckpt = load_checkpoint_state(tmp_path / "m" / d / "checkpoint_last.pt")
         cfg = ckpt["cfg"]
         for k, v in options.items():
             if k == "lr_schedule":  # linear: decays to 0 at the last update
@@ -338,7 +338,7 @@ def test_a_time_limit_stops_each_direction_annealed_and_continue_adds_to_what_ea
     decayed by budget_linear's clock; the same command then trains nothing more; --continue trains each
     direction --max-update more than it has, and a time limit there starts at the checkpoint's hours."""
     work, _, _, _ = made
-    import torch
+    from hmm_nmt_align.safe_checkpoint import load_checkpoint_state
 
     limited = [*TINY[:1], "1000", *TINY[2:3], "1", *TINY[4:], "--time-limit", "8s"]
     p = run(work, "-s", "c.src", "-t", "c.tgt", "--model-dir", str(tmp_path / "m"), "-o", str(tmp_path / "a"),
@@ -348,7 +348,7 @@ def test_a_time_limit_stops_each_direction_annealed_and_continue_adds_to_what_ea
     done = json.loads((tmp_path / "m" / "manifest.json").read_text())["done"]
     for d in ("fwd", "rev"):
         assert 2 <= done[f"train.{d}"]["updates"] < 1000 and done[f"train.{d}"]["max_update"] == 1000
-        ckpt = torch.load(tmp_path / "m" / d / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+        ckpt = load_checkpoint_state(tmp_path / "m" / d / "checkpoint_last.pt")
         sched = ckpt["cfg"]["lr_scheduler"]
         assert (sched["_name"], sched["budget_hours"], ckpt["cfg"]["optimization"]["stop_time_hours"]) == \
             ("budget_linear", pytest.approx(8 / 3600), pytest.approx(8 / 3600))
@@ -367,7 +367,7 @@ def test_a_time_limit_stops_each_direction_annealed_and_continue_adds_to_what_ea
     again = json.loads((tmp_path / "m" / "manifest.json").read_text())["done"]
     for d in ("fwd", "rev"):
         assert done[f"train.{d}"]["updates"] < again[f"train.{d}"]["updates"] < done[f"train.{d}"]["updates"] + 1000
-        cfg = torch.load(tmp_path / "m" / d / "checkpoint_last.pt", map_location="cpu", weights_only=False)["cfg"]
+        cfg = load_checkpoint_state(tmp_path / "m" / d / "checkpoint_last.pt")["cfg"]
         start = cfg["lr_scheduler"]["budget_start_hours"]  # the clock of the checkpoint it continued
         assert start * 3600 > 4.0 and cfg["optimization"]["stop_time_hours"] * 3600 > 8.0 + 4.0
     p = run(work, "-s", "c.src", "-t", "c.tgt", "--model-dir", str(tmp_path / "m"), "--continue",

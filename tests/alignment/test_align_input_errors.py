@@ -11,6 +11,8 @@ import sys
 import pytest
 from conftest import default_sigint, open_fifo_writer
 
+from hmm_nmt_align.safe_checkpoint import load_checkpoint_state
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(ROOT, "tests", "data", "checkpoints")
 CKPT = os.path.join(FIXTURES, "transformer_dhmm.pt")
@@ -82,6 +84,71 @@ def test_align_output_never_overwrites_an_input(tmp_path, text, which):
     assert not [n for n in os.listdir(tmp_path) + os.listdir(ck_dir) if n.startswith(".")]  # no temporary file
 
 
+@pytest.mark.parametrize("to", ["--src-text", "--path"])
+def test_align_output_that_is_a_link_to_an_input_is_refused(tmp_path, text, to):
+    """-o is written through a symbolic link (as a shell's > is), so a link to an input is that input."""
+    src, tgt = text
+    ck = str(tmp_path / "m.pt")
+    shutil.copy(CKPT, ck)
+    link = tmp_path / "out.align"
+    os.symlink(src if to == "--src-text" else ck, link)
+    before = {p: open(p, "rb").read() for p in (src, ck)}
+    one_error(align(*base_args(src, tgt, ck), "-o", str(link)), "same file as", to)
+    assert {p: open(p, "rb").read() for p in before} == before and os.path.islink(link)
+
+
+def model_dir(tmp_path):
+    """A finished model directory of hmm-nmt-align-corpus, as far as hmm-nmt-align's checks read it."""
+    md = tmp_path / "model"
+    for sub in ("bin", "text", "fwd", "rev"):
+        (md / sub).mkdir(parents=True)
+    for side in ("src", "tgt"):
+        shutil.copy(os.path.join(FIXTURES, f"dict.{side}.txt"), md / "bin" / f"dict.{side}.txt")
+        (md / "text" / f"train.{side}").write_text("a b\n")
+    (md / "codes").write_text("#version: 0.2\ns 1\n")
+    (md / "preprocess.log").write_text("log\n")
+    for name in ("fwd", "rev"):
+        shutil.copy(CKPT, md / name / "checkpoint_last.pt")
+    (md / "manifest.json").write_text('{"version": 1, "config": {"seeds": 1, "guide_updates": 0}, '
+                                      '"done": {"train.fwd": {}, "train.rev": {}}}\n')
+    return md
+
+
+@pytest.mark.parametrize("where", ["manifest.json", "codes", "text/train.src", "preprocess.log", "fwd/new.align",
+                                   "bin/dict.src.txt", "DIR", "fwd/../codes", "link_to_codes", "linked_folder"])
+def test_align_output_inside_the_model_dir_is_refused(tmp_path, text, where):
+    md = model_dir(tmp_path)
+    if where == "link_to_codes":
+        os.symlink(md / "codes", tmp_path / "codes.align")
+        out = str(tmp_path / "codes.align")
+    elif where == "linked_folder":
+        os.symlink(md, tmp_path / "alias")
+        out = str(tmp_path / "alias" / "new.align")
+    else:
+        out = str(md) if where == "DIR" else os.path.join(str(md), where)
+    before = {os.path.join(d, n): open(os.path.join(d, n), "rb").read() for d, _, ns in os.walk(md) for n in ns}
+    proc = align("--model-dir", str(md), "--src-text", text[0], "--tgt-text", text[1], "-o", out)
+    one_error(proc, f"-o {out} is inside --model-dir {md}")
+    after = {os.path.join(d, n): open(os.path.join(d, n), "rb").read() for d, _, ns in os.walk(md) for n in ns}
+    assert after == before
+
+
+def test_output_inside_follows_links_and_dotdot(tmp_path):
+    from hmm_nmt_align.base.console import output_inside
+
+    (tmp_path / "model" / "fwd").mkdir(parents=True)
+    (tmp_path / "model2").mkdir()
+    os.symlink(tmp_path / "model", tmp_path / "alias")
+    os.symlink(tmp_path / "model" / "codes", tmp_path / "out.align")  # dangling: codes does not exist yet
+    md = str(tmp_path / "model")
+    inside = [md, f"{md}/manifest.json", f"{md}/fwd/../codes", str(tmp_path / "alias" / "x"),
+              str(tmp_path / "out.align"), f"{tmp_path}/model2/../model/x"]
+    outside = ["-", str(tmp_path / "model2" / "x"), str(tmp_path / "x.align"), f"{md}/../x", str(tmp_path)]
+    assert [p for p in inside if not output_inside(p, md)] == []
+    assert [p for p in outside if output_inside(p, md)] == []
+    assert output_inside(f"{md}/x", str(tmp_path / "alias"))  # the directory named through a link
+
+
 def test_adapt_output_never_overwrites_the_checkpoint(tmp_path, text):
     ck = str(tmp_path / "m.pt")
     shutil.copy(CKPT, ck)
@@ -123,6 +190,40 @@ def test_line_separators_inside_a_line_keep_the_output_line_parallel(tmp_path):
 
 
 @pytest.mark.slow
+def test_align_writes_through_a_symbolic_link(tmp_path, text):
+    """-o naming a symbolic link (a dangling one) writes the file it points to, as hmm-nmt-symmetrize and a
+    shell's > do; the link stays."""
+    (tmp_path / "results").mkdir()
+    target = tmp_path / "results" / "test.align"
+    link = tmp_path / "out.align"
+    os.symlink(target, link)
+    ref = tmp_path / "ref.align"
+    assert align(*base_args(*text), "-o", str(ref)).returncode == 0
+    proc = align(*base_args(*text), "-o", str(link))
+    assert proc.returncode == 0, proc.stderr
+    assert os.path.islink(link) and target.read_text() == ref.read_text() and ref.read_text().count("-") > 0
+    assert os.listdir(tmp_path / "results") == ["test.align"]
+
+
+@pytest.mark.slow
+def test_a_line_too_long_for_the_model_is_left_empty_with_a_warning(tmp_path, text):
+    """The contract shared with hmm-nmt-align-corpus: exit 0, the line's output empty, one warning line naming
+    the file and line; the other lines aligned as without it."""
+    long = " ".join(f"s{k % 10}" for k in range(1100))  # over 1,024 positions (and this model's 64)
+    src = w(tmp_path / "long.src", [SRC[0], long, SRC[2]])
+    tgt = w(tmp_path / "long.tgt", TGT)
+    ref, out = tmp_path / "ref.align", tmp_path / "out.align"
+    assert align(*base_args(*text), "-o", str(ref)).returncode == 0
+    proc = align(*base_args(src, tgt), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    warn = [line for line in proc.stderr.splitlines() if "warning" in line or "error" in line]
+    assert warn == [f"hmm-nmt-align: warning: {src}:2: 1101 source / 4 target pieces with EOS, longer than the model "
+                    "allows (64 / 64 positions); its output line is left empty"], proc.stderr
+    first, _, third = ref.read_text().splitlines()
+    assert out.read_text().splitlines() == [first, "", third] and first and third
+
+
+@pytest.mark.slow
 def test_text_in_another_language_warns_with_the_share_of_unknown_pieces(tmp_path):
     src, tgt = w(tmp_path / "s", TGT), w(tmp_path / "t", TGT)  # target words given as the source side
     proc = align(*base_args(src, tgt), "-o", str(tmp_path / "o"))
@@ -154,7 +255,7 @@ def test_moved_checkpoint_without_languages_finds_its_dictionaries(tmp_path, tex
     pair comes from the two dictionaries (here dict.fr.txt / dict.en.txt), the direction from the checkpoint."""
     import torch
 
-    state = torch.load(CKPT, map_location="cpu", weights_only=False)
+    state = load_checkpoint_state(CKPT)
     state["cfg"]["task"].update(source_lang=None, target_lang=None, data=str(tmp_path / "gone" / "data-bin"))
     ck_dir, dicts = tmp_path / "ck", tmp_path / "dicts"
     ck_dir.mkdir()

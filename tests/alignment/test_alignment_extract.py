@@ -26,6 +26,7 @@ from test_alignment_heatmap import assert_png
 
 from hmm_nmt_align.base.symmetrize import symmetrize
 from hmm_nmt_align.io import read_pharaoh, read_tokens
+from hmm_nmt_align.safe_checkpoint import load_checkpoint_state
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 USER_DIR = os.path.join(ROOT, "hmm_nmt")
@@ -608,11 +609,11 @@ def test_text_input_equals_binarized_and_handles_bad_lines(toy, model, tmp_path,
     capsys.readouterr()
     args = ["--path", str(ck), "--src-text", str(s), "--tgt-text", str(t), "--bpe", "none", "--method", "posterior",
             "--no-progress"]
-    assert main(args + ["-o", str(out)]) == 1
+    assert main(args + ["-o", str(out)]) == 0  # docs/input-errors.md: a line too long is a warning, not a failure
     err = capsys.readouterr().err.strip().splitlines()
-    assert [e for e in err if "error" in e] == [
-        f"hmm-nmt-align: error: {s}:3: {len(long.split()) + 1} source / {len(tgt[6].split()) + 1} target pieces "
-        "with EOS, longer than the model allows (1024 / 1024 positions); its output line is empty"]
+    assert [e for e in err if "error" in e or "warning" in e] == [
+        f"hmm-nmt-align: warning: {s}:3: {len(long.split()) + 1} source / {len(tgt[6].split()) + 1} target pieces "
+        "with EOS, longer than the model allows (1024 / 1024 positions); its output line is left empty"]
     assert out.read_text().splitlines() == [ref_lines[0], "", "", ref_lines[1], ""]
     # fatal input errors: exit 2, one line naming the files or flags, no output file
     short = _write(tmp_path / "short.tgt", [tgt[0]])
@@ -841,10 +842,10 @@ def test_adapt_fine_tunes_on_the_pairs_to_align_and_the_result_aligns(toy, model
     proc = run(*args, "-o", str(out))
     assert "15 updates, training loss" in proc.stderr and "Traceback" not in proc.stderr
     assert ck.read_bytes() == before  # the input checkpoint is left as it was
-    state = torch.load(out, map_location="cpu", weights_only=False)
+    state = load_checkpoint_state(out)
     meta = state["adaptation"]
     assert meta["updates"] == 15 and meta["pairs"] == N_TEST and meta["loss_last"] < meta["loss_first"]
-    old = torch.load(ck, map_location="cpu", weights_only=False)["model"]
+    old = load_checkpoint_state(ck)["model"]
     assert old.keys() == state["model"].keys()
     assert any(not torch.equal(old[k], state["model"][k]) for k in old)
     # the training loss on the adapted text, measured here without dropout, went down
@@ -858,9 +859,9 @@ def test_adapt_fine_tunes_on_the_pairs_to_align_and_the_result_aligns(toy, model
     # one seed, one trajectory: --updates 5,15 writes the 5-update point and the same 15-update weights
     i = args.index("--updates")
     run(*args[:i + 1], "5,15", *args[i + 2:], "-o", str(tmp_path / "multi.{updates}.pt"))
-    again = torch.load(tmp_path / "multi.15.pt", map_location="cpu", weights_only=False)["model"]
+    again = load_checkpoint_state(tmp_path / "multi.15.pt")["model"]
     assert all(torch.equal(again[k], state["model"][k]) for k in again)
-    early = torch.load(tmp_path / "multi.5.pt", map_location="cpu", weights_only=False)
+    early = load_checkpoint_state(tmp_path / "multi.5.pt")
     assert early["adaptation"]["updates"] == 5 and any(not torch.equal(early["model"][k], again[k]) for k in again)
 
 

@@ -29,3 +29,48 @@ def test_failure_keeps_the_old_file_and_no_temporary(tmp_path, fixed):
                 f.write("half")
             raise RuntimeError("killed")
     assert target.read_text() == "old" and sorted(os.listdir(tmp_path)) == ["ckpt.pt"]
+
+
+def test_a_symbolic_link_is_written_through(tmp_path):
+    """Like a shell's ``> link``: the link stays, its target (in another folder) gets the new content, renamed
+    into place in the target's folder; no temporary file left in either folder."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "out").mkdir()
+    target = tmp_path / "data" / "result.txt"
+    target.write_text("old")
+    link = tmp_path / "out" / "result.txt"
+    os.symlink(os.path.join("..", "data", "result.txt"), link)  # a relative link
+    with atomic_output(str(link)) as tmp:
+        assert os.path.dirname(tmp) == str(tmp_path / "data")
+        with open(tmp, "w") as f:
+            f.write("new")
+    assert os.path.islink(link) and os.readlink(link) == os.path.join("..", "data", "result.txt")
+    assert target.read_text() == "new" and link.read_text() == "new"
+    assert sorted(os.listdir(tmp_path / "data")) == ["result.txt"] and sorted(os.listdir(tmp_path / "out")) == [
+        "result.txt"]
+
+
+@pytest.mark.parametrize("fixed", [False, True])
+def test_a_dangling_link_creates_its_target_and_a_chain_is_followed(tmp_path, fixed):
+    final = tmp_path / "final.txt"
+    os.symlink(final, tmp_path / "middle")
+    os.symlink(tmp_path / "middle", tmp_path / "first")
+    with atomic_output(str(tmp_path / "first"), fixed=fixed) as tmp:
+        assert tmp.startswith(str(tmp_path / ("final.txt" if fixed else ".final.txt.")))
+        with open(tmp, "w") as f:
+            f.write("x")
+    assert final.read_text() == "x" and os.path.islink(tmp_path / "first") and os.path.islink(tmp_path / "middle")
+    assert sorted(os.listdir(tmp_path)) == ["final.txt", "first", "middle"]
+
+
+def test_a_failure_through_a_link_keeps_the_target_and_the_link(tmp_path):
+    target = tmp_path / "t.txt"
+    target.write_text("old")
+    os.symlink(target, tmp_path / "link")
+    with pytest.raises(RuntimeError):
+        with atomic_output(str(tmp_path / "link")) as tmp:
+            with open(tmp, "w") as f:
+                f.write("half")
+            raise RuntimeError("killed")
+    assert target.read_text() == "old" and os.path.islink(tmp_path / "link")
+    assert sorted(os.listdir(tmp_path)) == ["link", "t.txt"]

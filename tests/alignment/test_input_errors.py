@@ -85,6 +85,22 @@ def test_symmetrize_never_overwrites_an_input(tmp_path, which):
     assert sorted(os.listdir(tmp_path)) == ["fwd", "link", "rev", "src", "tgt"]  # no temporary file either
 
 
+@pytest.mark.parametrize("link", ["to_a_file", "dangling"])
+def test_symmetrize_writes_through_a_symbolic_link(tmp_path, link):
+    """-o naming a symbolic link writes the file it points to (as a shell's > does); the link stays."""
+    fwd, rev = w(tmp_path, "fwd", "0-0 1-1\n0-0\n"), w(tmp_path, "rev", "0-0\n0-0\n")
+    (tmp_path / "elsewhere").mkdir()
+    target = tmp_path / "elsewhere" / "sym.align"
+    if link == "to_a_file":
+        target.write_text("old content\n")
+    os.symlink(target, tmp_path / "out.align")
+    r = run("symmetrize", fwd, rev, "-c", "intersect", "-o", str(tmp_path / "out.align"))
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert os.path.islink(tmp_path / "out.align") and os.readlink(tmp_path / "out.align") == str(target)
+    assert target.read_text() == "0-0\n0-0\n"
+    assert sorted(os.listdir(tmp_path / "elsewhere")) == ["sym.align"]  # no temporary file
+
+
 # ------------------------------------------------------------------------------------------- Ctrl-C
 @pytest.mark.parametrize("cmd", ["aer", "symmetrize"])
 def test_ctrl_c_is_one_line_and_exit_130(tmp_path, cmd):

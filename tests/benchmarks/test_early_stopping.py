@@ -14,6 +14,7 @@ from test_benchmark_seeds import run, toy_data
 
 from benchmarks import tuning
 from benchmarks.stopping import Patience, first_reach
+from hmm_nmt_align.safe_checkpoint import load_checkpoint_state
 
 BENCH = os.path.join(ROOT, "scripts", "benchmark_translation.py")
 BENCH_LM = os.path.join(ROOT, "scripts", "bench_lm.py")
@@ -254,7 +255,7 @@ def test_train_only_then_decode_elsewhere_from_the_best_checkpoint_alone(tmp_pat
     assert not (out / "results.json").exists() and not list(jdir.glob("decode*_done.json"))
 
     ckpts = jdir / "checkpoints"
-    best = torch.load(ckpts / "checkpoint_best.pt", map_location="cpu", weights_only=False)
+    best = load_checkpoint_state(ckpts / "checkpoint_best.pt")
     for f in ckpts.iterdir():
         f.unlink()
     best.pop("last_optimizer_state")  # the parameters are all that decoding needs

@@ -9,6 +9,7 @@ from test_distributed_cpu import SMALL, USER_DIR, run
 
 from hmm_nmt.criterions.dhmm_label_smoothed_cross_entropy import dhmm_loss
 from hmm_nmt.hmm import direct, lexicon
+from hmm_nmt_align.safe_checkpoint import load_checkpoint_state
 
 
 @pytest.mark.parametrize("arch", ["transformer_dhmm", "transformer_dhmm_first_order"])
@@ -66,5 +67,5 @@ def test_fairseq_train_cpu_bf16_is_autocast(scale_toy, tmp_path):
     assert "bfloat16 autocast, float32 parameters" in log
     losses = [float(x) for x in re.findall(r"train_inner \| .*?loss=([\d.]+)", log)]
     assert len(losses) == 3 and all(0 < v < 20 for v in losses), log[-2000:]
-    state = torch.load(tmp_path / "ck" / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+    state = load_checkpoint_state(tmp_path / "ck" / "checkpoint_last.pt")
     assert {v.dtype for v in state["model"].values() if v.is_floating_point()} == {torch.float32}

@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from hmm_nmt_align.safe_checkpoint import load_checkpoint_state
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 USER_DIR = os.path.join(ROOT, "hmm_nmt")
 ENV = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
@@ -189,9 +191,8 @@ def test_train_and_generate_with_the_class_lexicon(toy, order):
     save, losses = train(toy, f"class{order}", "--alignment-order", str(order), "--lexicon", "class",
                          "--max-epoch", "2")
     assert len(losses) == 2 and losses[-1] < losses[0], losses
-    import torch
 
-    state = torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+    state = load_checkpoint_state(save / "checkpoint_last.pt")
     class_of = state["model"]["decoder.lexicon_class_of"]
     assert state["cfg"]["model"].lexicon == "class" and int(class_of.max()) + 1 <= round(len(class_of) ** 0.5)
     gen = fairseq("generate", str(toy / "bin"), "--user-dir", USER_DIR, "--path", str(save / "checkpoint_last.pt"),
@@ -261,12 +262,11 @@ def test_a_plateau_starts_the_next_topk_step_in_plain_fairseq_train_and_survives
     assert int(logs[-1]["num_updates"]) == 10
     assert [r.get("align_mass") is not None for r in logs] == [True] * 6 + [False] * 4  # pruned, then exact
 
-    import torch
 
     save = toy / "plateau-resumed"
     out, _ = run(save, 8)  # the bound stops it after the switch at 6: the switch is in its checkpoint
     assert "starts at update 6" in out
-    state = torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+    state = load_checkpoint_state(save / "checkpoint_last.pt")
     assert state["extra_state"]["hmm_nmt_topk_switches"] == [6]
     out, logs = run(save, 40)  # resumed: exact from the first update on, no second switch
     assert "starts at update" not in out and "early stop since" in out
@@ -310,4 +310,4 @@ def test_checkpoint_loading_allow_list(trained, toy, tmp_path):
     assert type(models[0]).__name__ == "TransformerDHMMModel"
     torch.save({"model": {}, "evil": _NotAllowListed()}, tmp_path / "other.pt")
     with pytest.raises(pickle.UnpicklingError):
-        torch.load(tmp_path / "other.pt")
+        load_checkpoint_state(tmp_path / "other.pt")

@@ -23,6 +23,8 @@ import sys
 import pytest
 import torch
 
+from hmm_nmt_align.safe_checkpoint import load_checkpoint_state
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 USER_DIR = os.path.join(ROOT, "hmm_nmt")
 ENV = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
@@ -45,7 +47,7 @@ def train_logs(proc):
 
 
 def params(path):
-    state = torch.load(path, map_location="cpu", weights_only=False)
+    state = load_checkpoint_state(path)
     return state["model"]
 
 

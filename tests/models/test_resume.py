@@ -13,6 +13,8 @@ import pytest
 import torch
 from test_distributed_cpu import ENV, ROOT, SMALL, USER_DIR
 
+from hmm_nmt_align.safe_checkpoint import load_checkpoint_state
+
 MAX_UPDATE, SAVE_EVERY = 10, 3
 
 
@@ -53,7 +55,7 @@ def test_sigkill_then_same_command_resumes_exactly(scale_toy):
             break
     proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGKILL, "".join(first)[-3000:]
-    done = torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+    done = load_checkpoint_state(save / "checkpoint_last.pt")
     n = done["optimizer_history"][-1]["num_updates"]
     assert SAVE_EVERY <= n < MAX_UPDATE  # killed before the end (the next save is 3 updates later)
 
@@ -68,8 +70,8 @@ def test_sigkill_then_same_command_resumes_exactly(scale_toy):
     for u in resumed:
         assert resumed[u] == reference[u], (u, resumed[u], reference[u])
     assert reference[MAX_UPDATE][2] is not None and reference[1][2] is None
-    end_full = torch.load(toy / "full" / "checkpoint_last.pt", map_location="cpu", weights_only=False)
-    end_resumed = torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+    end_full = load_checkpoint_state(toy / "full" / "checkpoint_last.pt")
+    end_resumed = load_checkpoint_state(save / "checkpoint_last.pt")
     for k, v in end_full["model"].items():
         # same float32 operations in the same order on one thread: equal up to the last bit
         torch.testing.assert_close(end_resumed["model"][k], v, rtol=0, atol=0, msg=k)

@@ -13,6 +13,8 @@ import time
 import pytest
 from conftest import ROOT, SHARED_DATA, default_sigint
 
+from hmm_nmt_align.safe_checkpoint import load_checkpoint_state
+
 MULTI30K = os.path.join(SHARED_DATA, "multi30k")
 PREPARE = os.path.join(ROOT, "examples", "multi30k", "prepare.sh")
 RUN = os.path.join(ROOT, "examples", "multi30k", "run.sh")
@@ -235,8 +237,8 @@ def test_multi30k_smoke_benchmark_three_models(tmp_path):
         ckpt_dir = out / "de-en" / r["slot"] / "checkpoints"
         best = sorted(ckpt_dir.glob("checkpoint.best_loss_*.pt"))
         assert len(best) == 2
-        states = [torch.load(p, map_location="cpu", weights_only=False)["model"] for p in best]
-        avg = torch.load(out / r["checkpoint"], map_location="cpu", weights_only=False)["model"]
+        states = [load_checkpoint_state(p)["model"] for p in best]
+        avg = load_checkpoint_state(out / r["checkpoint"])["model"]
         assert set(avg) == set(states[0])
         for k, v in avg.items():
             # fairseq's average_checkpoints sums then divides in the parameters' dtype, as this line does:

@@ -6,6 +6,10 @@
   :mod:`hmm_nmt_align.base.atomic`, so the old output (or none) is left, never a partial one.
 * :func:`same_file` / :func:`clobbered_input`: is an output the same file as an input (a hard link, a symbolic
   link, another spelling of the path)? The commands refuse such an output before anything runs.
+* :func:`output_inside`: does an output fall inside a directory the command must not write into (a model
+  directory of ``hmm-nmt-align-corpus``, whose manifest, codes, text and checkpoints are one unit)?
+* :func:`too_long_warning` / :data:`LONG_LINES`: the one contract of ``hmm-nmt-align`` and
+  ``hmm-nmt-align-corpus`` for a line too long for the model (left empty, one warning line, exit 0).
 * :class:`ExtractionError`: a user error of the checkpoint tools (bad path, subset, method or option); the
   command line prints it and exits with status 2. It lives here, below the model layer, so that a command
   can check its arguments (and answer ``--help``) before importing fairseq.
@@ -17,7 +21,8 @@ import os
 import sys
 from typing import Callable, Iterable, Optional, Tuple
 
-__all__ = ["ExtractionError", "interruptible", "same_file", "clobbered_input", "EXIT_INTERRUPTED"]
+__all__ = ["ExtractionError", "interruptible", "same_file", "clobbered_input", "output_inside", "too_long_warning",
+           "LONG_LINES", "EXIT_INTERRUPTED"]
 
 EXIT_INTERRUPTED = 130
 
@@ -67,3 +72,25 @@ def clobbered_input(output: str, inputs: Iterable[Tuple[str, Optional[str]]]) ->
         if path and same_file(output, path):
             return flag, path
     return None
+
+
+def output_inside(path: str, directory: str) -> bool:
+    """True when writing ``path`` would land inside ``directory`` (or on it): both real paths (symbolic links,
+    of the output or of its folders, and ``..`` followed), compared by path components. ``-`` (stdout) is
+    nowhere."""
+    if not path or path == "-" or not directory:
+        return False
+    out, folder = os.path.realpath(path), os.path.realpath(directory)
+    return out == folder or out.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+# the --help text of the contract; {prog} is the command's name
+LONG_LINES = ("A line longer than the model's positions (1,024 by default; pieces with EOS) is left empty in the "
+              "output with one warning line on stderr, '{prog}: warning: FILE:LINE: ...'; the other lines are "
+              "aligned and the exit status is 0.")
+
+
+def too_long_warning(prog: str, path: str, index: int, why: str) -> str:
+    """The warning for the 0-based line ``index`` of ``path``, too long for the model (``why``), whose output
+    line is left empty: the one format of hmm-nmt-align and hmm-nmt-align-corpus (:data:`LONG_LINES`)."""
+    return f"{prog}: warning: {path}:{index + 1}: {why}; its output line is left empty"

@@ -99,12 +99,17 @@ def _last_update(log: str) -> int:
 
 def _hours_so_far(md: ModelDir, name: str) -> Tuple[float, float]:
     """A direction's training hours in its checkpoint_last.pt: budget_linear's own clock and fairseq's
-    cumulative training time (0 where the checkpoint has none)."""
-    import torch
+    cumulative training time (0 where the checkpoint has none or cannot be read: it trains again). A checkpoint
+    that would run code when unpickled is refused: a model directory is what users download and share."""
+    from hmm_nmt_align.safe_checkpoint import CheckpointError, UnsafeCheckpointError, load_checkpoint_state
 
     try:
-        state = torch.load(md.file(name, "checkpoint_last.pt"), map_location="cpu", weights_only=False)
-    except (OSError, RuntimeError, EOFError):
+        state = load_checkpoint_state(md.file(name, "checkpoint_last.pt"))
+    except UnsafeCheckpointError as e:
+        raise CorpusError(f"--model-dir {md.path}: {e}") from None
+    except (CheckpointError, OSError, RuntimeError, EOFError):
+        return 0.0, 0.0
+    if not isinstance(state, dict):
         return 0.0, 0.0
     lr_state = (state.get("optimizer_history") or [{}])[-1].get("lr_scheduler_state") or {}
     fairseq_seconds = (state.get("extra_state") or {}).get("previous_training_time", 0.0)
