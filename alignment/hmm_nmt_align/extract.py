@@ -43,6 +43,7 @@ in-memory pairs) and :mod:`hmm_nmt_align.base.links` (link decisions), and by :m
 subset), :mod:`hmm_nmt_align.subset` (binarized input) and :mod:`hmm_nmt_align.raw_text` (text input).
 """
 import argparse
+import contextlib
 import filecmp
 import importlib
 import logging
@@ -58,7 +59,9 @@ from hmm_nmt_align.base.console import (
     interruptible,
     output_inside,
     too_long_warning,
+    unknown_share_warning,
 )
+from hmm_nmt_align.base.dirlock import DirectoryBusy, locked
 from hmm_nmt_align.base.links import (  # noqa: F401
     METHODS,
     POOLS,
@@ -118,7 +121,6 @@ __all__ = ["METHODS", "BPE_STYLES", "ExtractionError", "SentenceMatrices", "Link
            "align_text", "main"]
 
 # ----------------------------------------------------------------------------------------------- CLI
-UNKNOWN_SHARE = 0.2  # share of <unk> pieces on one side of the text input above which hmm-nmt-align warns
 
 
 def setup_logging() -> None:
@@ -220,7 +222,12 @@ def _apply_model_dir(args) -> None:
         raise ExtractionError(f"--model-dir holds the checkpoints, dictionaries and BPE codes: drop {', '.join(given)}")
     if args.src_text is None or args.tgt_text is None:
         raise ExtractionError("--model-dir aligns text: give --src-text and --tgt-text")
-    dirs = [ModelDir(d) for d in args.model_dir.split(os.pathsep)]
+    from .corpus import CorpusError
+
+    try:
+        dirs = [ModelDir(d) for d in args.model_dir.split(os.pathsep)]
+    except CorpusError as e:  # a manifest this tool did not write
+        raise ExtractionError(str(e)) from None
     for md in dirs:
         if md.data is None or not md.finished():
             raise ExtractionError(f"--model-dir {md.path}: not a finished model directory of hmm-nmt-align-corpus "
@@ -345,28 +352,19 @@ def input_files(args) -> List[Tuple[str, str]]:
     return [(f, p) for f, p in out if p]
 
 
-def unknown_share_warning(stats: dict, unk_word: str, threshold: float = UNKNOWN_SHARE) -> Optional[str]:
-    """The warning for text whose pieces are mostly not in the dictionaries (another language, another
-    segmentation, the two files swapped), or None: when either side's share of unknown pieces is above
-    ``threshold``."""
-    shares = {side: stats[f"unk_{side}"] / stats[f"pieces_{side}"]
-              for side in ("src", "tgt") if stats.get(f"pieces_{side}")}
-    if not shares or max(shares.values()) <= threshold:
-        return None
-    unk = stats["unk_src"] + stats["unk_tgt"]
-    total = stats["pieces_src"] + stats["pieces_tgt"]
-    return (f"{unk} of {total} pieces are {unk_word} in the dictionary ({100 * shares.get('src', 0):.0f}% of "
-            f"--src-text, {100 * shares.get('tgt', 0):.0f}% of --tgt-text; above {100 * threshold:.0f}%): is the text "
-            "in the model's languages, source and target in that order, segmented as it was trained?")
-
-
 @interruptible("hmm-nmt-align")
 def main(argv: Optional[List[str]] = None) -> int:
     p = build_parser()
     args = p.parse_args(argv)
     line_errors: List[Tuple[int, str]] = []
+    stack = contextlib.ExitStack()
     try:
         methods, opts = _check_args(args)  # before fairseq is imported: a bad flag answers at once
+        for d in (args.model_dir or "").split(os.pathsep) if args.model_dir else ():
+            try:  # read while no run trains it (hmm-nmt-align-corpus holds it exclusively then)
+                stack.enter_context(locked(d, exclusive=False))
+            except DirectoryBusy as e:
+                raise ExtractionError(str(e)) from None
         for flag, text in (("--path", args.path), ("--rev-path", args.rev_path)):
             for ck in checkpoints(text):
                 if not os.path.isfile(ck):
@@ -426,6 +424,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     except OSError as e:
         sys.stderr.write(f"{p.prog}: error: {args.output}: cannot write: {e.strerror}\n")
         return 2
+    finally:
+        stack.close()
     for k, why in line_errors:
         sys.stderr.write(too_long_warning(p.prog, args.src_text, k, why) + "\n")
     desc = ",".join(methods) + (f" (layers {','.join(map(str, layers))})" if layers else "")

@@ -176,3 +176,69 @@ def test_naacl_huge_sentence_number_is_an_error_not_a_billion_sentences(tmp_path
     # with the count given, the usual error
     with pytest.raises(AlignmentFormatError, match="only 3 sentences"):
         read_naacl(str(p), n_sentences=3, one_based=True)
+
+
+# ------------------------------------------------------------------------------------------------ manifest.json
+MANIFEST = {"version": 1, "corpus": "0" * 64, "lines": 12,
+            "config": {"merges": 200, "embed_dim": 128, "ffn_dim": 512, "layers": 2, "heads": 4, "max_tokens": 2048,
+                       "lr": 0.002, "warmup_updates": 200, "dropout": 0.1, "seed": 1, "max_update": 6, "patience": 0,
+                       "valid_lines": 500, "lexicon": "separable", "target_context": "past", "lr_schedule": "linear",
+                       "label_smoothing": 0.1, "time_limit": None, "seeds": 2, "guide_updates": 4,
+                       "guide_weight": 4.0},
+            "done": {"codes": {"merges": 200}, "bin": {"train_pairs": 10, "valid_pairs": 1},
+                     "train.fwd": {"max_update": 6, "updates": 6, "from_hours": [0.0, 0.1]},
+                     "train.rev": {"max_update": 6, "updates": 6}, "links": {"seeds": 2, "pairs": 10, "links": 30},
+                     "guide.fwd": {"max_update": 4, "updates": 4}}}
+ODD_VALUES = [None, True, -1, 0, 1, 2.5, float("nan"), 1e400, "", "2", "abc", [], [1, 2], {}, {"a": 1}, 10 ** 30]
+
+
+def _mutate(rng, value, depth=0):
+    """A copy of ``value`` with one random change somewhere inside: a key dropped, a value replaced by an odd
+    one, a container replaced by another type."""
+    if isinstance(value, dict) and value and rng.random() < 0.8 and depth < 4:
+        key = rng.choice(sorted(value))
+        out = dict(value)
+        r = rng.random()
+        if r < 0.2:
+            del out[key]
+        elif r < 0.6:
+            out[key] = rng.choice(ODD_VALUES)
+        else:
+            out[key] = _mutate(rng, value[key], depth + 1)
+        return out
+    if isinstance(value, list) and value and rng.random() < 0.5:
+        out = list(value)
+        out[rng.randrange(len(out))] = rng.choice(ODD_VALUES)
+        return out
+    return rng.choice(ODD_VALUES)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_manifest_reader_fuzz(tmp_path, seed):
+    """``ModelDir`` reads a manifest that is valid, mutated (types, ranges, keys), truncated or random bytes:
+    it loads, and then every question the stages ask of it has an answer, or it raises CorpusError naming the
+    file; never another exception."""
+    import json
+
+    from hmm_nmt_align.corpus import CorpusError, ModelDir
+
+    rng = random.Random(seed)
+    path = tmp_path / "manifest.json"
+    for case in range(150):
+        text = json.dumps(_mutate(rng, MANIFEST) if case else MANIFEST, allow_nan=True)
+        if rng.random() < 0.1:
+            text = text[:rng.randrange(len(text) + 1)]
+        if rng.random() < 0.03:
+            text = bytes(rng.randrange(256) for _ in range(rng.randrange(40))).decode("latin-1")
+        path.write_text(text, encoding="utf-8")
+        try:
+            md = ModelDir(str(tmp_path))
+        except CorpusError as e:
+            assert str(path) in str(e) or "manifest.json" in str(e), e
+            assert "\n" not in str(e)
+            continue
+        assert case or md.data == MANIFEST
+        md.finished()
+        for fwd, rev in md.members():
+            md.checkpoint(fwd), md.checkpoint(rev, "train")
+        md.guide_updates()

@@ -22,7 +22,7 @@ import sys
 from typing import Callable, Iterable, Optional, Tuple
 
 __all__ = ["ExtractionError", "interruptible", "same_file", "clobbered_input", "output_inside", "too_long_warning",
-           "LONG_LINES", "EXIT_INTERRUPTED"]
+           "LONG_LINES", "EXIT_INTERRUPTED", "UNKNOWN_SHARE", "unknown_share_warning"]
 
 EXIT_INTERRUPTED = 130
 
@@ -94,3 +94,22 @@ def too_long_warning(prog: str, path: str, index: int, why: str) -> str:
     """The warning for the 0-based line ``index`` of ``path``, too long for the model (``why``), whose output
     line is left empty: the one format of hmm-nmt-align and hmm-nmt-align-corpus (:data:`LONG_LINES`)."""
     return f"{prog}: warning: {path}:{index + 1}: {why}; its output line is left empty"
+
+
+UNKNOWN_SHARE = 0.2  # share of <unk> pieces on one side of the text above which the aligners warn
+
+
+def unknown_share_warning(stats: dict, unk_word: str, threshold: float = UNKNOWN_SHARE,
+                          names: Tuple[str, str] = ("--src-text", "--tgt-text")) -> Optional[str]:
+    """The warning for text whose pieces are mostly not in the dictionaries (another language, another
+    segmentation, the two files swapped), or None: when either side's share of unknown pieces is above
+    ``threshold``. ``names``: how the command calls its two sides."""
+    shares = {side: stats[f"unk_{side}"] / stats[f"pieces_{side}"]
+              for side in ("src", "tgt") if stats.get(f"pieces_{side}")}
+    if not shares or max(shares.values()) <= threshold:
+        return None
+    unk = stats["unk_src"] + stats["unk_tgt"]
+    total = stats["pieces_src"] + stats["pieces_tgt"]
+    return (f"{unk} of {total} pieces are {unk_word} in the dictionary ({100 * shares.get('src', 0):.0f}% of "
+            f"{names[0]}, {100 * shares.get('tgt', 0):.0f}% of {names[1]}; above {100 * threshold:.0f}%): is the text "
+            "in the model's languages, source and target in that order, segmented as it was trained?")

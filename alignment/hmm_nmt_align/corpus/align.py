@@ -12,20 +12,21 @@ from typing import List, Optional, Sequence, Tuple
 from hmm_nmt_align.base.atomic import atomic_output
 
 from .device import _bf16, _device, _gpus
-from .model_dir import DEFAULT_POOL, ModelDir
+from .model_dir import DEFAULT_POOL, CorpusError, ModelDir
 
 ALIGN_CHUNK = 20000  # pairs aligned at a time: memory stays bounded whatever the corpus size
 
 
-def _align_chunk(fwd, rev, opts, src, tgt, segmenter, decision, threshold) -> Tuple[dict, List[Tuple[int, str]]]:
-    """Links of one slice of lines, merged and per direction (as asked), and its too-long lines: one pass of
-    each model, the two directions side by side when there are threads for both."""
+def _align_chunk(fwd, rev, opts, src, tgt, segmenter, decision, threshold) -> Tuple[dict, List[Tuple[int, str]],
+                                                                                   dict]:
+    """Links of one slice of lines, merged and per direction (as asked), its too-long lines and its piece counts:
+    one pass of each model, the two directions side by side when there are threads for both."""
     from hmm_nmt_align.base.links import LinkOptions
 
     from ..raw_text import align_text
 
     both = bool(opts.output or opts.rev)
-    links, _, errors = align_text(*fwd, src, tgt, segmenter, ["posterior"],
+    links, stats, errors = align_text(*fwd, src, tgt, segmenter, ["posterior"],
                                   LinkOptions(decision, threshold, False, opts.symmetrize if both else None,
                                               DEFAULT_POOL),
                                   batch_size=64, max_tokens=opts.align_max_tokens, rev=rev if both else None,
@@ -41,7 +42,7 @@ def _align_chunk(fwd, rev, opts, src, tgt, segmenter, decision, threshold) -> Tu
         out["fwd"] = links["fwd:posterior" if both else "posterior"]
     if opts.rev:
         out["rev"] = links["rev:posterior"]
-    return out, errors
+    return out, errors, stats
 
 
 def _aligners(md: ModelDir, opts, stage: Optional[str] = None, both: bool = True, load=None):
@@ -64,11 +65,13 @@ def _aligners(md: ModelDir, opts, stage: Optional[str] = None, both: bool = True
     return fwd, rev
 
 
-def align(md: ModelDir, opts, src, tgt, load=None) -> List[Tuple[int, str]]:
+def align(md: ModelDir, opts, src, tgt, load=None) -> Tuple[List[Tuple[int, str]], Optional[str]]:
     """Stage 6: every line's links, merged and per direction (as asked), streamed in input order to temporary
-    files that replace the outputs when all lines are done; returns the lines too long for a model. ``load``:
-    see :func:`_aligners`."""
+    files that replace the outputs when all lines are done; returns the lines too long for a model, and the
+    warning for text mostly unknown to the model's dictionary (None when it is not). ``load``: see
+    :func:`_aligners`."""
     from hmm_nmt.hmm.precision import autocast
+    from hmm_nmt_align.base.console import unknown_share_warning
     from hmm_nmt_align.base.links import parse_decision
     from hmm_nmt_align.base.segment import load_segmenter
 
@@ -83,7 +86,7 @@ def align(md: ModelDir, opts, src, tgt, load=None) -> List[Tuple[int, str]]:
         bar = tqdm(total=len(src), desc="aligning both directions", unit="pair", file=sys.stderr)
     paths = {k: p for k, p in (("output", opts.output), ("fwd", opts.fwd), ("rev", opts.rev),
                                ("scores", opts.scores)) if p}
-    errors = []
+    errors, counts = [], {}
     # Ctrl-C / SIGTERM only while aligning: never between creating the temporary files and registering their
     # cleanup, nor between the renames (a signal then is taken when the outputs are complete)
     with _signals_held(), contextlib.ExitStack() as stack:
@@ -93,8 +96,10 @@ def align(md: ModelDir, opts, src, tgt, load=None) -> List[Tuple[int, str]]:
             for start in range(0, len(src), ALIGN_CHUNK):
                 s, t = src[start:start + ALIGN_CHUNK], tgt[start:start + ALIGN_CHUNK]
                 with autocast("bf16" if bf16 else "fp32", _device(opts)):
-                    out, e = _align_chunk(fwd, rev, opts, s, t, segmenter, decision, threshold)
+                    out, e, stats = _align_chunk(fwd, rev, opts, s, t, segmenter, decision, threshold)
                 errors += [(start + k, why) for k, why in e]
+                for k in ("unk_src", "unk_tgt", "pieces_src", "pieces_tgt"):
+                    counts[k] = counts.get(k, 0) + stats[k]
                 for k, f in files.items():
                     if k == "scores":
                         f.write("".join(" ".join(f"{p:.4f}" for p in sent) + "\n" for sent in out[k]))
@@ -106,15 +111,22 @@ def align(md: ModelDir, opts, src, tgt, load=None) -> List[Tuple[int, str]]:
             f.close()  # before atomic_output renames them
     if bar is not None:
         bar.close()
-    return errors
+    return errors, unknown_share_warning(counts, fwd[1].source_dictionary.unk_word, names=(
+        "-i's sources" if opts.input else "-s", "-i's targets" if opts.input else "-t"))
 
 
 def _load_direction(md: ModelDir, names: Sequence[str], cpu: bool, bf16: bool, stage: Optional[str] = None):
     """``(model, task)`` of one direction: its checkpoint (of ``stage``, default the final one), or with several
     seeds hmm-nmt-align's ensemble of theirs (their posteriors averaged)."""
+    from hmm_nmt_align.base.console import ExtractionError
+    from hmm_nmt_align.safe_checkpoint import CheckpointError
+
     from ..loading import load_aligner
 
-    model, task = load_aligner(os.pathsep.join(md.checkpoint(name, stage) for name in names), md.file("bin"), cpu)
+    try:
+        model, task = load_aligner(os.pathsep.join(md.checkpoint(name, stage) for name in names), md.file("bin"), cpu)
+    except (ExtractionError, CheckpointError) as e:  # a checkpoint removed, emptied or replaced: one line
+        raise CorpusError(f"--model-dir {md.path}: {e}") from None
     for member in getattr(model, "members", [model]):  # whatever precision trained it
         member.decoder.lexicon_dtype_name = "bf16" if bf16 else "fp32"
     return model, task

@@ -4,9 +4,13 @@ import argparse
 import os
 import signal
 import sys
+import textwrap
 from typing import List, Optional
 
+from hmm_nmt_align.base.console import LONG_LINES, too_long_warning
+
 from .align import _HELD, _load_direction, align
+from .checks import MAX_POSITIONS, check_batch_fits, check_options
 from .device import _device
 from .inputs import _check_outputs, read_corpus
 from .links import links
@@ -33,6 +37,16 @@ def _usage() -> str:
     return sys.modules[__package__].__doc__
 
 
+PROG = "hmm-nmt-align-corpus"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's errors in one line (no usage block): the flag and what is wrong, exit 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from hmm_nmt_align.base.argtypes import int_at_least
     from hmm_nmt_align.base.symmetrize import METHODS as HARD
@@ -50,9 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
             raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
         return v
 
-    p = argparse.ArgumentParser(prog="hmm-nmt-align-corpus", description=_usage().split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog=_usage().split("\n\n", 2)[2])
+    p = _Parser(prog=PROG, description=_usage().split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+                epilog=_usage().split("\n\n", 2)[2] + "\n\n" + textwrap.fill(LONG_LINES.format(prog=PROG), 115))
     io_ = p.add_argument_group("input and output")
     io_.add_argument("-s", "--src", metavar="FILE", help="source text, word-tokenised, one sentence per line")
     io_.add_argument("-t", "--tgt", metavar="FILE", help="target text, line-parallel to -s")
@@ -93,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--dropout", type=float, default=0.1)
     m.add_argument("--label-smoothing", type=float, default=0.1,
                    help="label smoothing of the lexicon at each step of the sum over alignments (0: the exact NLL)")
-    m.add_argument("--seed", type=int, default=1)
+    m.add_argument("--seed", type=nonnegative, default=1)
     m.add_argument("--seeds", type=positive, default=1,
                    help="train N models per direction, with seeds --seed, --seed+1, ...; the alignment averages their "
                         "posteriors (an ensemble: N times the training and alignment time). A finished model "
@@ -109,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--time-limit", type=_hours, metavar="HOURS",
                    help="stop each direction's first pass after this much training (1.5, 90m, 5400s) if --max-update "
                         "is not reached first; the linear schedule decays to 0 at whichever comes first")
-    m.add_argument("--patience", type=int, default=0,
+    m.add_argument("--patience", type=nonnegative, default=0,
                    help="stop a direction when its loss on --valid-lines held-out pairs of the corpus has not "
                         "improved for this many validations (default 0: train --max-update updates)")
     m.add_argument("--validate-interval", type=positive, default=400, help="updates between validations")
@@ -119,7 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how -o merges the directions (default mean)")
     a.add_argument("--links", default=DEFAULT_LINKS,
                    help="argmax, mutual, union or threshold:T (default threshold:0.5): T trades recall for precision")
-    a.add_argument("--align-max-tokens", type=positive, default=4000, help="tokens per alignment batch")
+    a.add_argument("--align-max-tokens", type=int_at_least(MAX_POSITIONS), default=4000,
+                   help=f"tokens per alignment batch (default 4000; at least {MAX_POSITIONS}, the longest line a model "
+                        "aligns)")
     r = p.add_argument_group("resources")
     r.add_argument("--threads", type=positive, default=max(1, min(os.cpu_count() or 1, 16)),
                    help="CPU threads, split between the two directions (default: the machine's cores)")
@@ -135,7 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
 def run(opts, launch=popen_trainer, preprocess=_run, load=_load_direction) -> int:
     """The stages in order, each skipped where the manifest says it is done. The trainer ``launch``
     (:func:`.train.train`), the command runner ``preprocess`` (:func:`.prepare.prepare`) and the model loader
-    ``load`` (:func:`.align._aligners`) are parameters: a test passes fakes."""
+    ``load`` (:func:`.align._aligners`) are parameters: a test passes fakes. Everything that can be refused is
+    refused before the first stage; the model directory is locked while the command uses it."""
+    from hmm_nmt_align.base.dirlock import DirectoryBusy, locked
     from hmm_nmt_align.base.links import parse_decision
 
     if bool(opts.input) == bool(opts.src or opts.tgt) or (not opts.input and not (opts.src and opts.tgt)):
@@ -144,19 +161,29 @@ def run(opts, launch=popen_trainer, preprocess=_run, load=_load_direction) -> in
         parse_decision(opts.links)
     except ValueError as e:
         raise CorpusError(f"--links: {e}") from None
-    if opts.patience < 0:
-        raise CorpusError(f"--patience must be >= 0, got {opts.patience}")
     if opts.time_limit is not None and opts.align_only:
         raise CorpusError("--time-limit trains: it cannot go with --align-only")
-    if not 0 <= opts.label_smoothing < 1:
-        raise CorpusError(f"--label-smoothing must be in [0, 1), got {opts.label_smoothing}")
-    if not (opts.guide_weight >= 0 and opts.guide_weight != float("inf")):
-        raise CorpusError(f"--guide-weight must be a number >= 0, got {opts.guide_weight}")
+    check_options(opts)
     _check_outputs(opts)
     if opts.precision == "bf16" and not opts.align_only and _device(opts).type == "cuda":
         raise CorpusError("--precision bf16 trains on CPUs only (fairseq 0.12's --bf16 is its TPU path): train on "
                           "the GPU in fp32, then --align-only --precision bf16")
     src, tgt = read_corpus(opts.src, opts.tgt, opts.input)
+    if opts.align_only:
+        if not os.path.isdir(opts.model_dir):
+            raise CorpusError(f"--align-only: --model-dir {opts.model_dir} holds no finished model (it does not exist)")
+    else:  # a line takes at least as many pieces as words: a batch that cannot hold its words is refused now
+        check_batch_fits(((k, max(len(s), len(t))) for k, (s, t) in enumerate(zip(src, tgt)) if s and t),
+                         opts.max_tokens, "words")
+        os.makedirs(opts.model_dir, exist_ok=True)
+    try:
+        with locked(opts.model_dir, exclusive=not opts.align_only):
+            return _stages(opts, src, tgt, launch, preprocess, load)
+    except DirectoryBusy as e:
+        raise CorpusError(str(e)) from None
+
+
+def _stages(opts, src, tgt, launch, preprocess, load) -> int:
     md = ModelDir(opts.model_dir)
     if opts.align_only:
         if not md.finished():
@@ -174,19 +201,27 @@ def run(opts, launch=popen_trainer, preprocess=_run, load=_load_direction) -> in
             train(md, opts, {name: (opts.guide_updates, None) for pair in md.members(opts.seeds) for name in pair},
                   not opts.no_progress, stage="guide", launch=launch)
     _log(f"aligning {len(src)} pairs")
-    errors = align(md, opts, src, tgt, load=load)
-    for k, why in errors:
-        _log(f"error: line {k + 1}: {why}; its output line is empty")
-    _log(f"{len(src)} lines aligned; {sum(1 for s, t in zip(src, tgt) if not s or not t)} with an empty side")
-    return 1 if errors else 0
+    errors, warning = align(md, opts, src, tgt, load=load)
+    if warning:
+        _log(f"warning: {warning}")
+    path = opts.input or opts.src
+    for k, why in errors:  # the contract of hmm-nmt-align (LONG_LINES): the line left empty, exit 0
+        sys.stderr.write(too_long_warning(PROG, path, k, why) + "\n")
+    _log(f"{len(src)} lines aligned; {sum(1 for s, t in zip(src, tgt) if not s or not t)} with an empty side"
+         + (f", {len(errors)} too long for the model (left empty)" if errors else ""))
+    return 0
 
 
 def _settle_manifest(md: ModelDir, opts, digest: str, lines: int) -> None:
     """A new model directory's manifest; or the one there checked against this command: --continue takes its
     settings, more --seeds or another second pass grow it, anything else is refused."""
     finished = md.finished()
-    if md.data is None:
-        os.makedirs(opts.model_dir, exist_ok=True)
+    trained = md.data is not None and (any(k.split(".", 1)[0] in ("train", "guide") for k in md.data.get("done", {}))
+                                       or md.training_started())
+    if md.data is None or (not trained and not opts.cont):
+        # new; or nothing trained yet (a run refused or stopped before training): this command's settings hold
+        if md.data is not None and (md.data["corpus"], md.data["config"]) != (digest, _config(opts)):
+            md.discard_prepared()
         md.data = {"version": VERSION, "config": _config(opts), "corpus": digest, "lines": lines}
         md.save()
     elif opts.cont:
@@ -238,6 +273,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         return run(opts)
     except CorpusError as e:
         _log(f"error: {e}")
+        return 2
+    except OSError as e:  # a full disk, a folder without write permission: no output was replaced
+        _log(f"error: {e.filename + ': ' if e.filename else ''}{e.strerror or e}")
         return 2
     except KeyboardInterrupt:
         _log("interrupted; run the same command again to continue")

@@ -1,7 +1,6 @@
 """The input of ``hmm-nmt-align-corpus`` (``-s``/``-t`` or ``-i``), read before anything is made, and the checks
 of its outputs: an error names the file and line, or the flag."""
 import os
-import re
 from typing import List, Optional, Tuple
 
 from .model_dir import CorpusError
@@ -35,6 +34,8 @@ def read_corpus(src: Optional[str], tgt: Optional[str], joined: Optional[str]) -
             if "|||" not in line:
                 raise CorpusError(f"{joined}:{k + 1}: no '|||' between the source and the target")
             s, _, t = line.partition("|||")
+            if "|||" in t:  # the rest would be read as target words, linked to words of no side
+                raise CorpusError(f"{joined}:{k + 1}: a second '|||' (one 'source ||| target' pair per line)")
             pairs.append((s.split(), t.split()))
         return [p[0] for p in pairs], [p[1] for p in pairs]
     s, t = _decode_lines(src, "-s"), _decode_lines(tgt, "-t")
@@ -44,6 +45,10 @@ def read_corpus(src: Optional[str], tgt: Optional[str], joined: Optional[str]) -
 
 
 def _check_outputs(opts) -> None:
+    """Every output: not an input, not another output, not a folder, and nowhere inside the model directory (its
+    manifest, codes, texts and checkpoints are what the next run reads); its folder exists."""
+    from hmm_nmt_align.base.console import output_inside
+
     inputs = [(f, p) for f, p in (("-s", opts.src), ("-t", opts.tgt), ("-i", opts.input)) if p]
     outputs = [(f, p) for f, p in (("-o", opts.output), ("-f", opts.fwd), ("-r", opts.rev),
                                    ("--scores", opts.scores)) if p]
@@ -51,6 +56,8 @@ def _check_outputs(opts) -> None:
         raise CorpusError("nothing to write: give -o (merged), -f and/or -r")
     if opts.scores and not opts.output:
         raise CorpusError("--scores are the merged links' (-o): give -o too")
+    if os.path.exists(opts.model_dir) and not os.path.isdir(opts.model_dir):
+        raise CorpusError(f"--model-dir {opts.model_dir} is a file, not a directory")
     seen = {}
     for flag, path in outputs:
         real = os.path.realpath(path)
@@ -58,10 +65,12 @@ def _check_outputs(opts) -> None:
             raise CorpusError(f"{flag} {path} is also {seen[real]}")
         seen[real] = flag
         for iflag, ipath in inputs:
-            if os.path.exists(path) and os.path.samefile(path, ipath):
+            if os.path.exists(path) and os.path.exists(ipath) and os.path.samefile(path, ipath):
                 raise CorpusError(f"{flag} {path} is the input {iflag}: refusing to overwrite it")
-        if os.path.realpath(os.path.dirname(real)).startswith(os.path.realpath(opts.model_dir) + os.sep) and \
-                re.fullmatch(r"(fwd|rev)(\.\d+)?(\.guided)?|bin", os.path.basename(os.path.dirname(real))):
-            raise CorpusError(f"{flag} {path} is inside the model directory's {os.path.dirname(real)}")
-        if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        if output_inside(path, opts.model_dir):
+            raise CorpusError(f"{flag} {path} is inside --model-dir {opts.model_dir}: the model directory holds "
+                              "only what the tool makes there; write the alignment elsewhere")
+        if os.path.isdir(real):
+            raise CorpusError(f"{flag} {path} is a directory: give a file name")
+        if not os.path.isdir(os.path.dirname(real)):
             raise CorpusError(f"{flag}: the directory of {path} does not exist")

@@ -9,12 +9,21 @@ from typing import Callable, List, Sequence, Tuple
 
 from hmm_nmt_align.base.atomic import atomic_write
 
+from .checks import check_batch_fits
 from .model_dir import CorpusError, ModelDir
 
 
-def _segment_files(segmenter, src, tgt, prefix: str, keep: Sequence[int]) -> None:
+def _segment_files(segmenter, src, tgt, prefix: str, keep: Sequence[int]) -> List[Tuple[int, int]]:
+    """``PREFIX.src`` and ``PREFIX.tgt``: lines ``keep`` segmented; returns (line, pieces of its longer side)."""
+    longest = {k: 0 for k in keep}
     for side, lines in (("src", src), ("tgt", tgt)):
-        atomic_write(f"{prefix}.{side}", "".join(" ".join(segmenter.segment(lines[k])[0]) + "\n" for k in keep))
+        rows = []
+        for k in keep:
+            pieces = segmenter.segment(lines[k])[0]
+            longest[k] = max(longest[k], len(pieces))
+            rows.append(" ".join(pieces) + "\n")
+        atomic_write(f"{prefix}.{side}", "".join(rows))
+    return list(longest.items())
 
 
 def _run(cmd: List[str], log: str, what: str) -> None:
@@ -58,7 +67,9 @@ def prepare(md: ModelDir, opts, src, tgt, run: Callable[[List[str], str, str], N
         atomic_write(md.file("codes"), out.getvalue())
         md.mark("codes", merges=opts.merges)
     segmenter = load_segmenter(md.file("codes"), None)
-    _segment_files(segmenter, src, tgt, md.file("text", "train"), train)
+    lengths = _segment_files(segmenter, src, tgt, md.file("text", "train"), train)
+    # fairseq-train would stop on such a line mid-training (lines over the positions it leaves out itself)
+    check_batch_fits(lengths, opts.max_tokens, "pieces")
     _segment_files(segmenter, src, tgt, md.file("text", "valid"), valid)
     dest = md.file("bin.new")
     if os.path.isdir(dest):

@@ -156,10 +156,26 @@ def _describe(md: ModelDir, opts, names: Sequence[str]) -> str:
     return f"seed{'s' if len(numbers) > 1 else ''} {run}, {what}"
 
 
+def _die_with(parent: int) -> Callable[[], None]:
+    """A ``preexec_fn``: the child gets SIGKILL when its parent dies, however it dies (Linux
+    ``PR_SET_PDEATHSIG``): a killed command leaves no trainer behind to train beside its rerun."""
+    def arm() -> None:
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # 1: PR_SET_PDEATHSIG
+        except (OSError, AttributeError):  # not Linux: the process group is all there is
+            return
+        if os.getppid() != parent:  # the parent died before the line above
+            os._exit(1)
+    return arm
+
+
 def popen_trainer(cmd: List[str], log, env: dict) -> subprocess.Popen:
     """Start one trainer, its output appended to the open file ``log``, in its own session: Ctrl-C reaches it as
-    the SIGTERM :func:`train` sends its process group."""
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    the SIGTERM :func:`train` sends its process group; it dies with this process (:func:`_die_with`)."""
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                            preexec_fn=_die_with(os.getpid()))
 
 
 def train(md: ModelDir, opts, targets: dict, progress: bool, stage: str = "train",
