@@ -137,15 +137,29 @@ def run_key(task, model, arch, seed):
     return f"{task}|{model}|{arch}|{seed}"
 
 
+def check_inputs(args, task_specs):
+    """Every file the tasks read, before any run: a missing one is one line naming it and its option, exit 2."""
+    where = "see docs/tagging.md, 'Where the data come from'"
+    for name, _, _ in task_specs:
+        if name not in DATASETS:
+            if not os.path.isfile(args.data):
+                print(f"bench_tagging.py: error: --data {args.data}: no such file (task {name}; {where})",
+                      file=sys.stderr)
+                sys.exit(2)
+            continue
+        opts = DATASETS[name][1]
+        files = [opts[opts.index(flag) + 1] for flag in ("--train-file", "--valid-file")]
+        for path in files + ([TEST_FILES[name]] if args.test else []):
+            if not os.path.isfile(path):
+                print(f"bench_tagging.py: error: --tasks {name} reads {path}: no such file ({where})", file=sys.stderr)
+                sys.exit(2)
+
+
 def main(argv=None):
     args = parse_args(argv)
     if args.max_epochs:
         args.epochs = args.max_epochs
     torch.set_num_threads(args.threads)
-    from fairseq import tasks as fairseq_tasks
-
-    from benchmarks.tagging import make_args, train_and_evaluate
-
     runs = {}
     if os.path.exists(args.out):
         with open(args.out) as f:
@@ -169,6 +183,11 @@ def main(argv=None):
             task_specs.append((name, None, DATASETS[name][0]))
         else:
             sys.exit(f"error: unknown task {t!r} (chunk, pos, {', '.join(DATASETS)} or NAME=COLUMN)")
+    check_inputs(args, task_specs)
+    from fairseq import tasks as fairseq_tasks  # after the checks: importing fairseq logs
+
+    from benchmarks.tagging import make_args, train_and_evaluate
+
     todo = [(t, m, a, s) for t in task_specs for a in args.architectures for m in args.models for s in args.seeds]
     workdir = tempfile.mkdtemp(prefix="bench_tagging.")
     bar = tqdm(todo, desc="runs", unit="run", file=sys.stderr)

@@ -24,6 +24,22 @@ for _p in reversed(CHECKOUT_PATHS):
 os.environ["PYTHONPATH"] = os.pathsep.join(
     CHECKOUT_PATHS + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in CHECKOUT_PATHS])
 SHARED_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
+# the real corpora some tests read, in a folder beside the checkout (absent from a plain clone: those tests skip)
+SHARED_CORPORA = {
+    "conll2000": "the CoNLL-2000 chunking corpus",
+    "conll2003": "the CoNLL-2003 English NER corpus",
+    "multi30k": "the Multi30k German-English corpus",
+    "hansards_enfr": "the English-French Hansards and their gold alignments",
+    "europarl_deen": "the German-English Europarl gold alignments",
+    "ud_en_ewt": "the UD English Web Treebank",
+    "wnut17": "the WNUT-17 corpus",
+}
+
+
+def needs_shared(name):
+    """Skip mark for a test that reads the real corpus ../shared/data/NAME, with a reason naming the folder."""
+    return pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED_DATA, name)),
+                              reason=f"needs ../shared/data/{name} ({SHARED_CORPORA[name]}), absent")
 
 
 def save_tagger_checkpoint(model, args, path):

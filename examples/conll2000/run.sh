@@ -6,7 +6,9 @@
 #   examples/conll2000/run.sh --local ../shared/data/conll2000
 #
 # Options:
-#   --local DIR      directory with train.txt (.gz allowed) and optionally test.txt
+#   --local DIR      directory with train.txt (.gz allowed) and optionally test.txt: CoNLL-2000's files, public
+#                    (python -m nltk.downloader conll2000 -> ~/nltk_data/corpora/conll2000, or the shared
+#                    task's page https://www.clips.uantwerpen.be/conll2000/chunking/); used as they are
 #   --out DIR        work directory (default: conll2000_run); checkpoints in DIR/checkpoints
 #   --arch ARCH      tagger (default hnmc_cn_tagger; any --arch of sequence_tagging)
 #   --task T         chunk (column 2, IOB2, default) or pos (column 1)
@@ -39,9 +41,14 @@ case "$TASK" in
   pos) COL=1 METRIC=accuracy ;;
   *) echo "--task chunk or pos" >&2; exit 2 ;;
 esac
+pick() { for f in "$1/$2" "$1/$2.gz"; do [ -f "$f" ] && { echo "$f"; return; }; done; }
+if [ -n "$LOCAL" ] && [ -z "$(pick "$LOCAL" train.txt)" ]; then  # the input, before anything is made
+  echo "conll2000/run.sh: error: --local $LOCAL: no train.txt or train.txt.gz (CoNLL-2000: python -m nltk.downloader" \
+    "conll2000, then --local ~/nltk_data/corpora/conll2000; see docs/tagging.md)" >&2
+  exit 2
+fi
 export OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS
 mkdir -p "$OUT"
-pick() { for f in "$1/$2" "$1/$2.gz"; do [ -f "$f" ] && { echo "$f"; return; }; done; }
 if [ -z "$LOCAL" ]; then
   "$PY" "$ROOT/examples/tagging_tiny.py" conll2000 "$OUT/data"
   DATA=$OUT/data SIZE=(--embed-dim 16 --hidden-size 16 --lr 0.05)
@@ -51,7 +58,7 @@ else
   EPOCHS=${EPOCHS:-30}
 fi
 TRAIN=$(pick "$DATA" train.txt) TEST=$(pick "$DATA" test.txt)
-[ -n "$TRAIN" ] || { echo "no train.txt in $DATA" >&2; exit 1; }
+[ -n "$TRAIN" ] || { echo "conll2000/run.sh: error: no train.txt in $DATA" >&2; exit 2; }
 "$PY" -m fairseq_cli.train "$OUT" --user-dir "$ROOT/hmm_nmt" --task sequence_tagging \
   --train-file "$TRAIN" --dev-fraction 0.1 --dev-seed 1 --tag-column "$COL" \
   --arch "$ARCH" "${SIZE[@]}" --criterion tagging_cross_entropy --decoding "$DECODING" \

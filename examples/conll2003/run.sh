@@ -5,7 +5,9 @@
 #   examples/conll2003/run.sh --local ../shared/data/conll2003
 #
 # Options:
-#   --local DIR      directory with eng.train, eng.testa (dev), eng.testb (test) (.gz allowed)
+#   --local DIR      directory with eng.train, eng.testa (dev), eng.testb (test) (.gz allowed): the CoNLL-2003
+#                    shared task's English files, built from the Reuters corpus (RCV1, licensed by NIST) with
+#                    the annotations of https://www.clips.uantwerpen.be/conll2003/ner/; used as they are
 #   --out DIR        work directory (default: conll2003_run); checkpoints in DIR/checkpoints
 #   --arch ARCH      tagger (default bilstm_crf_tagger; any --arch of sequence_tagging)
 #   --tag-scheme S   scheme to train in (default bioes; the files are IOB1 and are scored in IOB1)
@@ -40,9 +42,17 @@ while [ $# -gt 0 ]; do
     *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
+pick() {  # DIR NAME: the file of NAME in DIR (.gz, .txt allowed), else one line and exit 2
+  for f in "$1/$2" "$1/$2.gz" "$1/$2.txt"; do [ -f "$f" ] && { echo "$f"; return; }; done
+  echo "conll2003/run.sh: error: --local $1: no $2 (nor $2.gz, $2.txt): the CoNLL-2003 English files eng.train," \
+    "eng.testa, eng.testb (see docs/tagging.md)" >&2
+  exit 2
+}
+if [ -n "$LOCAL" ]; then  # the inputs, before anything is made
+  for f in eng.train eng.testa eng.testb; do pick "$LOCAL" $f > /dev/null; done
+fi
 export OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS
 mkdir -p "$OUT"
-pick() { for f in "$1/$2" "$1/$2.gz" "$1/$2.txt"; do [ -f "$f" ] && { echo "$f"; return; }; done; echo "no $2 in $1" >&2; exit 1; }
 if [ -z "$LOCAL" ]; then
   "$PY" "$ROOT/examples/tagging_tiny.py" conll2003 "$OUT/data"
   DATA=$OUT/data SIZE=(--embed-dim 16 --hidden-size 16 --char-embed-dim 8 --char-hidden 8 --lr 0.01 --singleton-unk 0.5)

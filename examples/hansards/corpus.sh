@@ -25,8 +25,12 @@ while [[ $# -gt 0 ]]; do
     *) die "unknown argument $1 (see --help)" ;;
   esac
 done
-[[ -d "$LOCAL/gold" && -d "$LOCAL/train" ]] || die "--local $LOCAL: not the hansards_enfr folder (no gold/ and train/)"
+check_local "$LOCAL"
 [[ "$EFLOMAL_RUNS" =~ ^[0-9]+$ ]] || die "--eflomal-runs must be an integer >= 0"
+# the extra of step 2, before step 1 makes anything
+if ! command -v eflomal-align > /dev/null 2>&1 && [[ ! -x "$BIN/eflomal-align" ]]; then
+  [[ "$EFLOMAL_RUNS" -eq 0 ]] || die "eflomal-align not found (pip install -e '.[baselines]'), or --eflomal-runs 0"
+fi
 DATA="$WORK/data"
 mkdir -p "$DATA"
 log() { echo "[hansards-corpus $(date +%H:%M:%S)] $*" >&2; }
@@ -66,9 +70,6 @@ print(n, s, *("-" if d[k] is None else f"{d[k]:.2f}" for k in ("AER", "P", "R"))
 }
 
 # ------------------------------------------------------------------------------------------- 2. eflomal
-if ! command -v eflomal-align > /dev/null 2>&1 && [[ ! -x "$BIN/eflomal-align" ]]; then
-  [[ "$EFLOMAL_RUNS" -eq 0 ]] || die "eflomal-align not found (pip install -e '.[baselines]'), or --eflomal-runs 0"
-fi
 EFLOMAL=$(command -v eflomal-align || echo "$BIN/eflomal-align")
 for k in $(seq 1 "$EFLOMAL_RUNS"); do
   out="$WORK/eflomal.$k"

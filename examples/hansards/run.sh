@@ -64,7 +64,7 @@ while [[ $# -gt 0 ]]; do
     *) die "unknown argument $1 (see --help)" ;;
   esac
 done
-[[ -d "$LOCAL/gold" && -d "$LOCAL/train" ]] || die "--local $LOCAL: not the hansards_enfr folder (no gold/ and train/)"
+check_local "$LOCAL"
 [[ -z "$TRAIN_LINES" || "$TRAIN_LINES" =~ ^[1-9][0-9]*$ ]] || die "--train-lines must be a positive integer"
 IFS=, read -r -a MODEL_LIST <<< "$MODELS"
 for m in "${MODEL_LIST[@]}"; do

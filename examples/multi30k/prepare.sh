@@ -162,7 +162,7 @@ find_src() {  # find_src SPLIT LANG -> path of the file to read (plain or .gz)
       tried+=("$f")
     done
   done
-  die "no $split file for '$lang' in $SRC_DIR (looked for: ${tried[*]})"
+  die "no $split file for '$lang' in $SRC_DIR (looked for: ${tried[*]}; --local DIR: the folder of the task 1 files)"
 }
 
 read_src() {  # read_src FILE LIMIT: decompressed text, first LIMIT lines if LIMIT > 0
@@ -173,6 +173,10 @@ read_src() {  # read_src FILE LIMIT: decompressed text, first LIMIT lines if LIM
     cat -- "$f"
   fi | awk -v n="$n" 'n == 0 || NR <= n'  # reads to the end: no SIGPIPE, the whole .gz is checked
 }
+
+for split in "${SPLITS[@]}"; do  # every input file, before anything is made
+  for lang in "${SRC_LANGS[@]}"; do find_src "$split" "$lang" > /dev/null; done
+done
 
 WORK="$DEST.partial"
 rm -rf "$WORK"

@@ -9,12 +9,13 @@
 # --local DIR: the official data/task1 layout (DIR/tok/<split>.lc.norm.tok.en) or the files flat in DIR,
 # plain or .gz. --download fetches tok/{train,val,test_2016_flickr}.lc.norm.tok.en from URL (default: the
 # official repository) into DIR (default OUT/orig). Writes OUT/raw ({train,valid,test}.txt, brown64.txt)
-# and OUT/bin. Needs the `lm` extra (brown-clustering).
+# and OUT/bin. Needs the `lm` extra (brown-clustering): pip install '.[lm]' (in a checkout: pip install -e '.[lm]');
+# it is checked, with --local the input files too, before anything is fetched or made (one line, exit 2).
 set -euo pipefail
 PROG=$(basename "$0")
 HERE=$(cd "$(dirname "$0")" && pwd)
 die() { echo "$PROG: error: $*" >&2; exit 2; }
-usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
 [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]] && { usage; exit 0; }
 
 [[ $# -ge 1 && "$1" != -* ]] || { usage >&2; die "the first argument is the output directory OUT"; }
@@ -34,6 +35,11 @@ while [[ $# -gt 0 ]]; do
 done
 [[ -n "$LOCAL" && $DOWNLOAD -eq 1 ]] && die "give either --local or --download, not both"
 [[ -z "$LOCAL" && $DOWNLOAD -eq 0 ]] && { usage >&2; die "give --local DIR or --download"; }
+PYTHON=${PYTHON:-$(command -v python3 || command -v python || echo python3)}
+export PYTHON
+command -v "$PYTHON" > /dev/null 2>&1 || die "python interpreter '$PYTHON' not found (set PYTHON=...)"
+"$PYTHON" -c "import brown_clustering" 2> /dev/null \
+  || die "the brown-clustering package (the [lm] extra) is missing: pip install '.[lm]' (in a checkout: pip install -e '.[lm]')"
 
 if [[ $DOWNLOAD -eq 1 ]]; then
   SRC=${DL_DIR:-$OUT/orig}
@@ -45,7 +51,7 @@ if [[ $DOWNLOAD -eq 1 ]]; then
     if command -v curl >/dev/null 2>&1; then
       curl -fsSL --retry 3 -o "$SRC/$rel.part" "$URL/$rel" || { rm -f "$SRC/$rel.part"; die "download failed: $URL/$rel"; }
     else
-      "${PYTHON:-python}" -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' \
+      "$PYTHON" -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' \
         "$URL/$rel" "$SRC/$rel.part" 2>/dev/null || { rm -f "$SRC/$rel.part"; die "download failed: $URL/$rel"; }
     fi
     mv "$SRC/$rel.part" "$SRC/$rel"

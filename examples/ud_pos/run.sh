@@ -7,7 +7,8 @@
 #   examples/ud_pos/run.sh --local ../shared/data/ud_en_ewt
 #
 # Options:
-#   --local DIR      directory with en_ewt-ud-{train,dev,test}.conllu (.gz allowed)
+#   --local DIR      directory with en_ewt-ud-{train,dev,test}.conllu (.gz allowed): a release of
+#                    https://github.com/UniversalDependencies/UD_English-EWT (r2.16 in docs/tagging.md), as it is
 #   --out DIR        work directory (default: ud_pos_run); checkpoints in DIR/checkpoints
 #   --arch ARCH      tagger (default bilstm_tagger; any --arch of sequence_tagging)
 #   --tag-column C   upos (default) or xpos
@@ -33,9 +34,17 @@ while [ $# -gt 0 ]; do
     *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
+pick() {  # DIR NAME: the file of NAME in DIR (.gz allowed), else one line and exit 2
+  for f in "$1/$2" "$1/$2.gz"; do [ -f "$f" ] && { echo "$f"; return; }; done
+  echo "ud_pos/run.sh: error: --local $1: no $2 (nor $2.gz): UD English EWT's files" \
+    "(https://github.com/UniversalDependencies/UD_English-EWT; see docs/tagging.md)" >&2
+  exit 2
+}
+if [ -n "$LOCAL" ]; then  # the inputs, before anything is made
+  for f in en_ewt-ud-train.conllu en_ewt-ud-dev.conllu en_ewt-ud-test.conllu; do pick "$LOCAL" $f > /dev/null; done
+fi
 export OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS
 mkdir -p "$OUT"
-pick() { for f in "$1/$2" "$1/$2.gz"; do [ -f "$f" ] && { echo "$f"; return; }; done; echo "no $2 in $1" >&2; exit 1; }
 if [ -z "$LOCAL" ]; then
   "$PY" "$ROOT/examples/tagging_tiny.py" ud "$OUT/data"
   DATA=$OUT/data SIZE=(--embed-dim 16 --hidden-size 16 --char-embed-dim 8 --char-hidden 8 --lr 0.01)

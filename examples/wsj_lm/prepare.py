@@ -19,7 +19,14 @@ left empty are dropped.
 Optionally (``--brown-clusters M``) Brown clusters of the training text with the ``brown-clustering``
 package (words seen at least ``--brown-min-count`` times; rarer ones then join their likeliest cluster), written as ``word cluster`` lines for ``--brown-clusters`` of ``--arch hmm_lm``.
 
-Writes ``OUT/{train,valid,test}.txt`` and ``OUT/brown{M}.txt``; prints the statistics.
+Writes ``OUT/{train,valid,test}.txt`` and ``OUT/brown{M}.txt``; prints the statistics. Before it reads or writes
+anything it checks its input files and, for ``--brown-clusters``, the ``brown-clustering`` package (the ``[lm]``
+extra); ``--check`` does only that. A missing one: one line naming the file and its option, or the ``pip install``
+to run, exit 2, nothing written.
+
+Where the default input comes from: CoNLL-2000's ``train.txt`` (WSJ sections 15-18) is NLTK's ``conll2000``
+corpus (``python -m nltk.downloader conll2000``, then ``--conll ~/nltk_data/corpora/conll2000/train.txt``) or
+the shared task's ``train.txt.gz`` (https://www.clips.uantwerpen.be/conll2000/chunking/).
 """
 import argparse
 import gzip
@@ -136,12 +143,41 @@ def brown_clusters(sentences, m, min_count):
     return cluster_of
 
 
+PROG = "wsj_lm/prepare.py"
+LM_EXTRA = "pip install '.[lm]' (in a checkout: pip install -e '.[lm]')"
+
+
+def fail(message):
+    """One line on stderr, exit 2: bad input, nothing written."""
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def check(args):
+    """The inputs and the extras a run needs, before anything is read or written."""
+    if args.brown_clusters:
+        try:
+            import brown_clustering  # noqa: F401
+        except ImportError:
+            fail(f"--brown-clusters needs the brown-clustering package (the [lm] extra): {LM_EXTRA}")
+    if args.multi30k:
+        for name in MULTI30K_SPLITS:
+            try:
+                multi30k_file(args.multi30k, name)
+            except FileNotFoundError as e:
+                fail(e)
+    elif not os.path.isfile(args.conll):
+        fail(f"--conll {args.conll}: no such file (CoNLL-2000's train.txt: python -m nltk.downloader conll2000, "
+             f"then --conll ~/nltk_data/corpora/conll2000/train.txt)")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     src = ap.add_mutually_exclusive_group()
-    src.add_argument("--conll", default=os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data",
-                                                     "conll2000", "train.txt.gz"),
-                     help="CoNLL file whose first column is the WSJ text (default: the shared CoNLL-2000 train)")
+    src.add_argument("--conll", default=os.path.relpath(os.path.join(_ROOT, "..", "shared", "data", "conll2000",
+                                                                     "train.txt.gz")),
+                     help="CoNLL file whose first column is the WSJ text (default: CoNLL-2000's train.txt.gz in "
+                          "../shared/data/conll2000 beside the checkout)")
     src.add_argument("--multi30k", metavar="DIR", help="Multi30k task 1 directory: its English side, official splits")
     ap.add_argument("--out", required=True)
     ap.add_argument("--vocab", type=int, default=10000, help="types kept, <unk> included")
@@ -150,17 +186,20 @@ def main(argv=None):
     ap.add_argument("--brown-clusters", type=int, nargs="*", default=[], help="cluster counts M to compute")
     ap.add_argument("--brown-min-count", type=int, default=8,
                     help="words seen this often are Brown-clustered, rarer ones assigned to a cluster after")
+    ap.add_argument("--check", action="store_true", help="check the inputs and the extras, then stop")
     args = ap.parse_args(argv)
-    if args.multi30k:
-        try:
+    check(args)
+    if args.check:
+        return
+    try:
+        if args.multi30k:
             splits = {name: [s for s in (ptb_normalize(x) for x in read_tokenized(multi30k_file(args.multi30k, name)))
                              if s] for name in MULTI30K_SPLITS}
-        except (OSError, ValueError) as e:
-            sys.exit(f"error: {e}")
-    else:
-        if not os.path.isfile(args.conll):
-            sys.exit(f"error: --conll {args.conll}: no such file")
-        sents = [s for s in (ptb_normalize(x) for x in read_sentences(args.conll)) if s]
+        else:
+            sents = [s for s in (ptb_normalize(x) for x in read_sentences(args.conll)) if s]
+    except (OSError, EOFError, ValueError) as e:  # unreadable, a truncated .gz, not UTF-8, malformed lines
+        fail(e)
+    if not args.multi30k:
         n = len(sents)
         n_test, n_dev = int(round(n * args.test_fraction)), int(round(n * args.dev_fraction))
         splits = {"train": sents[: n - n_dev - n_test], "valid": sents[n - n_dev - n_test: n - n_test],

@@ -17,7 +17,7 @@ from tqdm import tqdm
 import hmm_nmt  # noqa: F401  (registers the task/models, makes checkpoints loadable)
 from hmm_nmt.criterions.tagging_cross_entropy import decode_tags
 from hmm_nmt.data import documents
-from hmm_nmt.data.conll import CoNLLFormatError, check_column, conllu_column, write_conll
+from hmm_nmt.data.conll import CoNLLFormatError, check_column, conllu_column, write_conll, write_conll_parallel
 from hmm_nmt.data.entity_eval import count_invalid, entity_scores
 from hmm_nmt.models.tagger_ensemble import TaggerEnsemble, check_same_dictionaries
 from hmm_nmt_align.base.tag_args import tag_parser
@@ -180,7 +180,8 @@ def run(args):
         model, task = load_ensemble(paths, overrides)
         conllu = task.data_format(task.args) == "conllu"
         column = conllu_column if conllu else int
-        sentences = task.read_file(task.args, args.input)
+        others = []  # blank, -DOCSTART- and comment lines of a column file: copied to the output on their lines
+        sentences = task.read_file(task.args, args.input, others=others)
         word_col = task.word_column if args.word_column is None else column(args.word_column)
         check_column(args.input, sentences, word_col, "word")
         gold_col = None if args.gold_column is None else column(args.gold_column)
@@ -193,9 +194,12 @@ def run(args):
     model.to(device).eval()
     decoded = tag_units(model, task, sentences, word_col, args.batch_size, device, args.decoding)
     preds = [task.to_file_scheme(p) for p in decoded]
+    tagged = ([cols + [p] for cols, p in zip(s.rows, pred)] for s, pred in zip(sentences, preds))
     try:
-        write_conll(args.output, ([cols + [p] for cols, p in zip(s.rows, pred)] for s, pred in zip(sentences, preds)),
-                    sep="\t" if conllu else " ")
+        if conllu:
+            write_conll(args.output, tagged, sep="\t")
+        else:  # line N of the output is line N of the input
+            write_conll_parallel(args.output, sentences, tagged, others)
     except OSError as e:
         print(f"hmm-nmt-tag: error: --output: cannot write {args.output}: {e.strerror or e}", file=sys.stderr)
         return 2

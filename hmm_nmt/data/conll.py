@@ -13,7 +13,8 @@ the first boundary). A line holding only white space (WNUT-17's lone tabs) is a 
 empty one. Lines end at ``\n`` only: a ``\r`` (of CRLF), U+2028, U+0085 or form feed inside a line is white
 space within it, never a line break, so line numbers are those of ``\n``-counting tools. Files whose name ends
 in ``.gz`` are read through gzip. :func:`read_conllu` reads CoNLL-U
-(Universal Dependencies) through the ``conllu`` library. Every token line of one file must have the same number of
+(Universal Dependencies) through the ``conllu`` library. :func:`write_conll_parallel` writes rows back on the
+lines they were read from, the other lines copied through (what ``hmm-nmt-tag`` writes). Every token line of one file must have the same number of
 columns; a line that does not, a column index out of range, bytes that are not UTF-8, a truncated gzip
 stream, or a file without any sentence raises :class:`CoNLLFormatError` whose message starts with
 ``path:line:``.
@@ -65,12 +66,14 @@ class Sentence:
         return [r[index] for r in self.rows]
 
 
-def read_conll(path, num_columns=None, comment_prefix=None, min_columns=1):
+def read_conll(path, num_columns=None, comment_prefix=None, min_columns=1, others=None):
     """Read ``path`` into a list of :class:`Sentence`.
 
     ``num_columns``: the number of columns every token line must have (``None``: that of the first
     token line). ``comment_prefix``: lines starting with it are ignored (e.g. ``#`` for CoNLL-U; off by
-    default since ``#`` is a legitimate token in CoNLL-2000).
+    default since ``#`` is a legitimate token in CoNLL-2000). ``others``: a list to which every line that
+    is not a token line (blank, ``-DOCSTART-``, comment) is appended as ``(line number, text)``, for
+    :func:`write_conll_parallel`.
     """
     if not os.path.exists(path):
         raise CoNLLFormatError(f"{path}: no such file")
@@ -80,6 +83,9 @@ def read_conll(path, num_columns=None, comment_prefix=None, min_columns=1):
     for lineno, raw in _numbered_lines(path):
         line = raw.strip()
         is_doc = line.startswith("-DOCSTART-")
+        is_comment = bool(comment_prefix) and line.startswith(comment_prefix)
+        if others is not None and (not line or is_doc or is_comment):
+            others.append((lineno, raw.rstrip("\r\n")))
         if not line or is_doc:
             if rows:
                 sentences.append(Sentence(rows, lines, doc))
@@ -87,7 +93,7 @@ def read_conll(path, num_columns=None, comment_prefix=None, min_columns=1):
             if is_doc and sentences:
                 doc += 1
             continue
-        if comment_prefix and line.startswith(comment_prefix):
+        if is_comment:
             continue
         cols = line.split()
         if expected is None:
@@ -215,3 +221,16 @@ def write_conll(path, sentences_rows, sep=" "):
                 for cols in rows:
                     f.write(sep.join(cols) + "\n")
                 f.write("\n")
+
+
+def write_conll_parallel(path, sentences, sentences_rows, others, sep=" "):
+    """Write ``sentences_rows`` (the rows of each of ``sentences``, e.g. with a tag appended) line-parallel to
+    the file the sentences were read from: row k of a sentence on its line ``sentence.lines[k]``, and the
+    ``others`` lines :func:`read_conll` collected (blank, ``-DOCSTART-``, comment) copied through on theirs.
+    Line N of the output is line N of the input; atomically, as :func:`write_conll`."""
+    lines = dict(others)
+    for s, rows in zip(sentences, sentences_rows):
+        lines.update((n, sep.join(cols)) for n, cols in zip(s.lines, rows))
+    with atomic_output(path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.writelines(lines[n] + "\n" for n in sorted(lines))

@@ -307,12 +307,13 @@ class SequenceTaggingTask(LegacyFairseqTask):
         return path, cls._read(args, path)
 
     @classmethod
-    def read_file(cls, args, path):
-        """The sentences of any file in the task's data format (no column check)."""
+    def read_file(cls, args, path, others=None):
+        """The sentences of any file in the task's data format (no column check); for CoNLL column files,
+        ``others`` collects the lines that are not tokens (:func:`~hmm_nmt.data.conll.read_conll`)."""
         if cls.data_format(args) == "conllu":
             return read_conllu(path)
         return read_conll(path, num_columns=getattr(args, "num_columns", None),
-                          comment_prefix=getattr(args, "comment_prefix", None))
+                          comment_prefix=getattr(args, "comment_prefix", None), others=others)
 
     @classmethod
     def _read(cls, args, path):

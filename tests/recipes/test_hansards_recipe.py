@@ -11,13 +11,12 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, SHARED_DATA
+from conftest import ROOT, SHARED_DATA, needs_shared
 
 from hmm_nmt_align.safe_checkpoint import load_checkpoint_state
 
 HANSARDS = os.path.join(SHARED_DATA, "hansards_enfr")
 RUN = os.path.join(ROOT, "examples", "hansards", "run.sh")
-needs_data = pytest.mark.skipif(not os.path.isdir(HANSARDS), reason=f"Hansards data not found at {HANSARDS}")
 
 _spec = importlib.util.spec_from_file_location("hansards_normalize",
                                                os.path.join(ROOT, "examples", "hansards", "normalize.py"))
@@ -58,7 +57,7 @@ def test_trial_links_become_one_based_english_first():
         norm.convert_trial_links("1-2-X")
 
 
-@needs_data
+@needs_shared("hansards_enfr")
 def test_real_gold_links_stay_in_range(tmp_path):
     """The 447 test and 37 trial pairs: normalized word counts equal the gold's, every link (Sure and Possible,
     the 1-based i-j/ipj file, the original NAACL answers and the 0-based French-first trial file) is in range."""
@@ -128,6 +127,28 @@ def _write_local(root):
         (root / "gold" / "trial" / f"trial.{suffix}").write_text(
             "".join(f"<s snum={1001 + n}> {p[k]} </s>\n" for n, p in enumerate(TRIAL)), encoding="utf-8")
     (root / "gold" / "trial" / "trial.align").write_text("".join(p[2] + "\n" for p in TRIAL), encoding="utf-8")
+
+
+def test_tiny_gold_links_stay_in_range(tmp_path):
+    """test_real_gold_links_stay_in_range's code path on the tiny corpus in the same layout (every clone): word
+    counts kept, every Sure and Possible link of the 1-based test gold and of the converted trial gold in range."""
+    from hmm_nmt_align.io import read_pharaoh
+
+    _write_local(tmp_path / "local")
+    out = tmp_path / "gold"
+    assert norm.write_gold(str(tmp_path / "local"), str(out)) == {"test": len(TEST), "trial": len(TRIAL)}
+
+    def lens(name):
+        return [len(line.split()) for line in (out / name).read_text(encoding="utf-8").splitlines()]
+
+    en, fr = lens("test.en"), lens("test.fr")
+    assert en == [len(e.split()) for e, _, _ in TEST] and fr == [len(f.split()) for _, f, _ in TEST]
+    gold = read_pharaoh(str(out / "test.gold"), one_based=True, src_lens=en, tgt_lens=fr)  # raises if out of range
+    links = [g.split() for _, _, g in TEST]
+    assert sum(len(a.sure) for a in gold) == sum("-" in x for g in links for x in g)
+    assert sum(len(a.possible - a.sure) for a in gold) == sum("p" in x for g in links for x in g)
+    trial = read_pharaoh(str(out / "trial.gold"), one_based=True, src_lens=lens("trial.en"), tgt_lens=lens("trial.fr"))
+    assert [len(a.possible) for a in trial] == [len(t.split()) for _, _, t in TRIAL]
 
 
 def _env():

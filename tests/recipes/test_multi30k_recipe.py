@@ -1,6 +1,7 @@
 """The Multi30k recipe end to end: prepare.sh, run.sh and scripts/benchmark_translation.py on a few hundred
 real sentences with tiny models, through the real command lines (subprocesses), including an interruption
-and resumption.  Needs ../shared/data/multi30k (skipped with that reason when absent)."""
+and resumption.  Each runs on a generated corpus in the same layout (tests/multi30k_testlib.py) and, where
+../shared/data/multi30k is present, on the real corpus too (skipped with that reason when absent)."""
 import gzip
 import json
 import os
@@ -11,7 +12,8 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, SHARED_DATA, default_sigint
+from conftest import ROOT, SHARED_DATA, default_sigint, needs_shared
+from multi30k_testlib import write_multi30k_like
 
 from hmm_nmt_align.safe_checkpoint import load_checkpoint_state
 
@@ -20,7 +22,6 @@ PREPARE = os.path.join(ROOT, "examples", "multi30k", "prepare.sh")
 RUN = os.path.join(ROOT, "examples", "multi30k", "run.sh")
 BENCH = os.path.join(ROOT, "scripts", "benchmark_translation.py")
 
-needs_data = pytest.mark.skipif(not os.path.isdir(MULTI30K), reason=f"Multi30k data not found at {MULTI30K}")
 
 N_TRAIN, N_VALID, N_TEST = 200, 30, 30  # 30 is no multiple of 8: fairseq's batch-multiple bug would drop some
 MAX_UPDATE = 12
@@ -62,14 +63,21 @@ def read(path):
         return f.read().splitlines()
 
 
-def source_lines(name, n):
-    with gzip.open(os.path.join(MULTI30K, name), "rt", encoding="utf-8") as f:
+@pytest.fixture(scope="module", params=[pytest.param("multi30k", marks=needs_shared("multi30k")), "generated"])
+def multi30k_dir(request, tmp_path_factory):
+    """The folder of Multi30k task 1 files the test reads: the real corpus, or the generated one."""
+    if request.param == "multi30k":
+        return MULTI30K
+    return write_multi30k_like(str(tmp_path_factory.mktemp("multi30k_like")))
+
+
+def source_lines(folder, name, n):
+    with gzip.open(os.path.join(folder, name), "rt", encoding="utf-8") as f:
         return [next(f).rstrip("\n") for _ in range(n)]
 
 
 # --------------------------------------------------------------------------------------------- prepare.sh
-@needs_data
-def test_prepare_errors_are_clear(tmp_path):
+def test_prepare_errors_are_clear(tmp_path, multi30k_dir):
     p = run([PREPARE, "--local", str(tmp_path / "nowhere"), "--dest", str(tmp_path / "d")], check=False)
     assert p.returncode != 0 and "nowhere is not a directory" in p.stderr
     # German and English of a split differ in length: named, and nothing half-written is left behind
@@ -77,7 +85,7 @@ def test_prepare_errors_are_clear(tmp_path):
     src.mkdir()
     for split in ("train", "val", "test_2016_flickr"):
         for lang in ("de", "en"):
-            lines = source_lines(f"{split}.lc.norm.tok.{lang}.gz", 5)
+            lines = source_lines(multi30k_dir, f"{split}.lc.norm.tok.{lang}.gz", 5)
             if split == "val" and lang == "en":
                 lines = lines[:4]
             (src / f"{split}.lc.norm.tok.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -88,22 +96,21 @@ def test_prepare_errors_are_clear(tmp_path):
     assert not (tmp_path / "d").exists()
     p = run([PREPARE, "--local", str(src), "--dest", str(tmp_path / "d"), "--bpe", "wordpiece"], check=False)
     assert p.returncode != 0 and "--bpe must be subword-nmt or sentencepiece" in p.stderr
-    (src / "val.lc.norm.tok.en").write_text("\n".join(source_lines("val.lc.norm.tok.en.gz", 5)) + "\n")
+    (src / "val.lc.norm.tok.en").write_text("\n".join(source_lines(multi30k_dir, "val.lc.norm.tok.en.gz", 5)) + "\n")
     (src / "test_2016_flickr.lc.norm.tok.de").unlink()
     p = run([PREPARE, "--local", str(src), "--dest", str(tmp_path / "d")], check=False)
     assert p.returncode != 0 and "no test_2016_flickr file for 'de'" in p.stderr
 
 
 @pytest.mark.slow
-@needs_data
-def test_prepare_official_layout_download_cased_sentencepiece(tmp_path):
+def test_prepare_official_layout_download_cased_sentencepiece(tmp_path, multi30k_dir):
     """--download from a file:// mirror of the official data/task1 layout (raw/*.gz, plain tok/ files), with
     --cased (sacremoses) and a joint SentencePiece model."""
     mirror = tmp_path / "mirror"
     (mirror / "raw").mkdir(parents=True)
     for split in ("train", "val", "test_2016_flickr"):
         for lang in ("de", "en"):
-            lines = source_lines(f"{split}.{lang}.gz", 40)
+            lines = source_lines(multi30k_dir, f"{split}.{lang}.gz", 40)
             with gzip.open(mirror / "raw" / f"{split}.{lang}.gz", "wt", encoding="utf-8") as f:
                 f.write("\n".join(lines) + "\n")
     dest = tmp_path / "data"
@@ -120,7 +127,7 @@ def test_prepare_official_layout_download_cased_sentencepiece(tmp_path):
     for lang in ("de", "en"):
         norm, tok = MosesPunctNormalizer(lang=lang), MosesTokenizer(lang=lang)
         expected = [tok.tokenize(norm.normalize(x), escape=True, return_str=True)
-                    for x in source_lines(f"train.{lang}.gz", 40)]
+                    for x in source_lines(multi30k_dir, f"train.{lang}.gz", 40)]
         assert read(dest / "text" / f"train.{lang}") == expected
     # SentencePiece pieces decode back to the tokenised text (what fairseq's --remove-bpe sentencepiece does)
     for split in ("train", "valid", "test"):
@@ -147,10 +154,9 @@ def _table_rows(md):
 
 
 @pytest.mark.slow
-@needs_data
-def test_multi30k_smoke_benchmark_three_models(tmp_path):
+def test_multi30k_smoke_benchmark_three_models(tmp_path, multi30k_dir):
     work = tmp_path / "work"
-    prep = ["--local", MULTI30K, "--train-lines", str(N_TRAIN), "--valid-lines", str(N_VALID),
+    prep = ["--local", multi30k_dir, "--train-lines", str(N_TRAIN), "--valid-lines", str(N_VALID),
             "--test-lines", str(N_TEST), "--merges", "400"]
     cmd = [RUN, "--work", str(work), *prep, "--", *SMOKE]
     out = work / "benchmark"
@@ -302,7 +308,6 @@ def test_benchmark_rejects_bad_data_dir(tmp_path):
     assert p.returncode == 1 and "unknown slot 'dhmm2'" in p.stderr
 
 
-@needs_data
 @pytest.mark.slow
 @pytest.mark.parametrize("preset,expected", [
     ("converge", {"--patience": "8", "--max-update": "24000", "--embed-dim": "128", "--layers": "2"}),
@@ -310,7 +315,7 @@ def test_benchmark_rejects_bad_data_dir(tmp_path):
                 "--ffn-dim": "1024", "--max-tokens": "4096", "--lr": "1e-3", "--warmup-updates": "1000",
                 "--models": "transformer,dhmm0_fast"}),
 ])
-def test_run_presets_are_the_converged_protocols(tmp_path, preset, expected):
+def test_run_presets_are_the_converged_protocols(tmp_path, preset, expected, multi30k_dir):
     # the benchmark is replaced by a stub that records its arguments: what the preset passes, after the
     # recipe's defaults and before the user's (argparse keeps the last value)
     stub = tmp_path / "python"
@@ -318,7 +323,7 @@ def test_run_presets_are_the_converged_protocols(tmp_path, preset, expected):
                     f"{tmp_path}/args; exit 0 ;; esac\nexec {sys.executable} \"$@\"\n")
     stub.chmod(0o755)
     work = tmp_path / "work"
-    prep = ["--local", MULTI30K, "--train-lines", "60", "--valid-lines", "10", "--test-lines", "10"]
+    prep = ["--local", multi30k_dir, "--train-lines", "60", "--valid-lines", "10", "--test-lines", "10"]
     run([RUN, "--work", str(work), "--preset", preset, *prep, "--", "--seed", "2"], extra_env={"PYTHON": str(stub)})
     args = (tmp_path / "args").read_text().splitlines()
     last = {flag: args[len(args) - 1 - args[::-1].index(flag) + 1] for flag in expected}

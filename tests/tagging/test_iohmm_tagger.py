@@ -6,7 +6,8 @@ import sys
 
 import pytest
 import torch
-from conftest import ROOT, SHARED_DATA
+from conftest import ROOT, needs_shared
+from conll_testlib import conll_sample
 from fairseq import options
 from fairseq.data import Dictionary
 
@@ -14,7 +15,6 @@ from hmm_nmt.criterions.iohmm_tagging import IOHMMTaggingCriterion
 from hmm_nmt.models.iohmm_tagger import IOHMMTagger
 
 torch.set_num_threads(1)
-CONLL2000 = os.path.join(SHARED_DATA, "conll2000", "train.txt.gz")
 ENV = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
 
 
@@ -103,28 +103,13 @@ def test_iohmm_tagging_criterion_is_the_negative_sequence_log_likelihood():
     torch.testing.assert_close(torch.as_tensor(log["marginal_loss"]), marg.float())
 
 
-def conll_sample(path, n_sentences, skip=0):
-    import gzip
-
-    out, n = [], 0
-    with gzip.open(CONLL2000, "rt", encoding="utf-8") as f:
-        for line in f:
-            if n >= skip:
-                out.append(line)
-            if not line.strip():
-                n += 1
-                if n >= skip + n_sentences:
-                    break
-    with open(path, "w", encoding="utf-8") as f:
-        f.writelines(out)
-    return path
-
-
 @pytest.mark.slow
-def test_cli_trains_iohmm_tagger_and_tags_a_file(tmp_path):
-    """fairseq-train --task sequence_tagging --arch iohmm_tagger --criterion iohmm_tagging, then hmm-nmt-tag."""
-    train = conll_sample(str(tmp_path / "train.txt"), 150)
-    test = conll_sample(str(tmp_path / "test.txt"), 30, skip=150)
+@pytest.mark.parametrize("corpus", [pytest.param("conll2000", marks=needs_shared("conll2000")), "generated"])
+def test_cli_trains_iohmm_tagger_and_tags_a_file(tmp_path, corpus):
+    """fairseq-train --task sequence_tagging --arch iohmm_tagger --criterion iohmm_tagging, then hmm-nmt-tag; on
+    CoNLL-2000 where present, and on the generated corpus of its format (tests/conll_testlib.py)."""
+    train = conll_sample(str(tmp_path / "train.txt"), 150, corpus=corpus)
+    test = conll_sample(str(tmp_path / "test.txt"), 30, skip=150, corpus=corpus)
     r = subprocess.run(
         [sys.executable, "-m", "fairseq_cli.train", str(tmp_path), "--train-file", train,
          "--user-dir", os.path.join(ROOT, "hmm_nmt"), "--task", "sequence_tagging", "--tag-column", "1",

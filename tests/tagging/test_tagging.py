@@ -1,38 +1,23 @@
 """sequence_tagging task, tagging criterion, the seven taggers, hmm-nmt-tag and the fairseq CLI."""
 import collections
-import gzip
 import os
 import subprocess
 import sys
 
 import pytest
 import torch
-from conftest import ROOT, SHARED_DATA, load_tag_script
+from conftest import ROOT, load_tag_script, needs_shared
+from conll_testlib import conll_sample
 from fairseq import metrics, tasks
 
 from benchmarks.tagging import evaluate, make_args, train_and_evaluate
 from hmm_nmt.data.conll import CoNLLFormatError, read_conll, split_dev
 
 torch.set_num_threads(1)
-CONLL2000 = os.path.join(SHARED_DATA, "conll2000", "train.txt.gz")
 ARCHS = ["hnmc_tagger", "hnmc2_tagger", "hnmc_cn_tagger", "rnn_tagger", "birnn_tagger", "bilstm_tagger", "bigru_tagger"]
 ENV = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-
-
-def conll_sample(path, n_sentences, gz=False):
-    """The first n sentences of CoNLL-2000 (word POS chunk) written to path."""
-    out, n = [], 0
-    with gzip.open(CONLL2000, "rt", encoding="utf-8") as f:
-        for line in f:
-            out.append(line)
-            if not line.strip():
-                n += 1
-                if n >= n_sentences:
-                    break
-    opener = gzip.open if gz else open
-    with opener(path, "wt", encoding="utf-8") as f:
-        f.writelines(out)
-    return path
+# the generated CoNLL-2000-format corpus (tests/conll_testlib.py) on every clone, the real one where present
+CORPORA = [pytest.param("conll2000", marks=needs_shared("conll2000")), "generated"]
 
 
 def task_for(tmp_path, train_file, arch="hnmc_tagger", extra=()):
@@ -161,8 +146,9 @@ def test_pretrained_embeddings(tmp_path):
 
 # ------------------------------------------------------------------------------------------------ learning
 @pytest.mark.slow
-def test_hnmc_taggers_beat_majority_baselines(tmp_path):
-    train = conll_sample(str(tmp_path / "train.txt"), 500)
+@pytest.mark.parametrize("corpus", CORPORA)
+def test_hnmc_taggers_beat_majority_baselines(tmp_path, corpus):
+    train = conll_sample(str(tmp_path / "train.txt"), 500, corpus=corpus)
     args, task = task_for(tmp_path, train, "hnmc_cn_tagger",
                           ["--dev-fraction", "0.2", "--embed-dim", "50", "--hidden-size", "16"])
     tr, dev = split_dev(read_conll(train), 0.2, 1)
@@ -220,8 +206,9 @@ def run(cmd, cwd):
 
 
 @pytest.mark.slow
-def test_cli_trains_a_tagger_and_tags_a_file(tmp_path, capsys):
-    train = conll_sample(str(tmp_path / "train.txt"), 120)
+@pytest.mark.parametrize("corpus", CORPORA)
+def test_cli_trains_a_tagger_and_tags_a_file(tmp_path, capsys, corpus):
+    train = conll_sample(str(tmp_path / "train.txt"), 120, corpus=corpus)
     r = run([sys.executable, "-m", "fairseq_cli.train", str(tmp_path), "--train-file", train,
              "--user-dir", os.path.join(ROOT, "hmm_nmt"), "--task", "sequence_tagging", "--arch", "hnmc_cn_tagger",
              "--hnmc-architecture", "2", "--embed-dim", "32", "--hidden-size", "16",

@@ -44,7 +44,9 @@ TAG_USAGE = """Tag a CoNLL file with a trained ``sequence_tagging`` checkpoint; 
     hmm-nmt-tag --path checkpoints/checkpoint_best.pt --input test.txt --output test.tagged
 
 Each output line is the input line's columns followed by the predicted tag (the conlleval layout when
-the input has a gold column: ``word ... gold predicted``). The words are read from ``--word-column``
+the input has a gold column: ``word ... gold predicted``). The output is line-parallel to a CoNLL column input:
+line N of one is line N of the other, the blank lines, ``-DOCSTART-`` document separators and ``--comment-prefix``
+lines (the checkpoint's) copied through as they are, untagged. The words are read from ``--word-column``
 (default: the column the model was trained on). The task (and its dictionaries) is rebuilt from the
 training data recorded in the checkpoint; if that data moved, pass ``--data``/``--train-file``.
 ``--decoding viterbi`` writes the best tag sequence the training tag scheme allows (see
@@ -54,7 +56,8 @@ training scheme). For entity/chunk tags the script prints the number of invalid 
 training scheme) and as written (in the file's scheme); with ``--gold-column`` it also prints tag accuracy
 and entity precision/recall/F1 in the file's scheme (seqeval strict, ``hmm_nmt.data.entity_eval``).
 CoNLL-U input (a checkpoint trained with ``--data-format conllu``) is read the same way as in training
-(multiword tokens and empty nodes skipped) and written as tab-separated rows of its ten fields plus the tag.
+(multiword tokens and empty nodes skipped) and written as tab-separated rows of its ten fields plus the tag,
+a blank line after each sentence (comments, multiword-token and empty-node lines are not copied).
 The output is written to a temporary file and renamed, so a failed run leaves no partial file.
 
 A checkpoint trained with ``--tagging-unit document`` tags each document's sentences as one sequence
