@@ -175,8 +175,7 @@ def run_hmm(opts, times, gold, n_gold, seed):
                "-o", out, "-f", out + ".fwd", "-r", out + ".rev", "--no-progress", *opts.hmm_args]
         times.run(name, cmd, os.path.join(work, f"{name}.log"))
     manifest = json.load(open(os.path.join(work, name, "manifest.json"), encoding="utf-8"))
-    stages = {k: {x: v[x] for x in ("seconds", "cpu_seconds") if x in v}
-              for k, v in manifest.get("done", {}).items() if "seconds" in v}
+    stages = manifest.get("times", {})  # prepare, train, links, guide, align: wall_s, cpu_s (summed over runs)
     fwd, rev = _read_links(out + ".fwd", n_gold), _read_links(out + ".rev", n_gold)
     rows, best = merges(fwd, rev, gold)
     return {"system": "hmm-nmt-align-corpus", "seed": seed, "merge": "default (no gold)",
@@ -198,8 +197,8 @@ def run_ensemble(opts, times, gold, n_gold, seeds, hmm_rows):
     return {"system": "hmm-nmt-align-corpus ensemble", "seeds": seeds, "merge": "default (no gold)",
             "scores": gold.score(_read_links(out, n_gold)),
             # the members' whole runs minus their own alignment stage, plus the ensemble's alignment
-            "wall_s": own["wall_s"] + sum(r["wall_s"] - r["stages"].get("align", {}).get("seconds", 0) for r in train),
-            "cpu_s": own["cpu_s"] + sum(r["cpu_s"] - r["stages"].get("align", {}).get("cpu_seconds", 0) for r in train),
+            "wall_s": own["wall_s"] + sum(r["wall_s"] - r["stages"].get("align", {}).get("wall_s", 0) for r in train),
+            "cpu_s": own["cpu_s"] + sum(r["cpu_s"] - r["stages"].get("align", {}).get("cpu_s", 0) for r in train),
             "align_wall_s": own["wall_s"]}
 
 

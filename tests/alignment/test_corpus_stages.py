@@ -323,3 +323,18 @@ def test_another_guide_weight_remakes_only_the_second_pass(tmp_path):
     # the same command again: nothing to do but align
     trainer, loader = align_corpus(tmp_path, "--guide-weight", "0.5")
     assert trainer.cmds == [] and loader.stages() == ["guide", "guide"]
+
+
+def test_each_phase_records_its_wall_clock_and_cpu_seconds_summed_over_runs(tmp_path):
+    corpus(tmp_path)
+    align_corpus(tmp_path)
+    times = manifest(tmp_path)["times"]
+    assert set(times) == {"prepare", "train", "links", "guide", "align"}
+    assert all(t["runs"] == 1 and t["wall_s"] >= 0 and t["cpu_s"] >= 0 for t in times.values())
+    before = times["prepare"]["wall_s"]
+    align_corpus(tmp_path, "--align-only")  # a reader writes nothing into the directory
+    assert manifest(tmp_path)["times"] == times
+    align_corpus(tmp_path)  # the same command again: nothing to prepare, the rest is timed again
+    again = manifest(tmp_path)["times"]
+    assert again["prepare"] == times["prepare"] and again["prepare"]["wall_s"] == before
+    assert again["align"]["runs"] == 2 and again["align"]["wall_s"] >= times["align"]["wall_s"]

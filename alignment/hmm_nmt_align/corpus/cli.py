@@ -1,6 +1,7 @@
 """The command line of ``hmm-nmt-align-corpus`` (its options, and the stages run in order): see the package's
 docstring, which is the parser's epilog."""
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -194,14 +195,20 @@ def _stages(opts, src, tgt, launch, preprocess, load) -> int:
         md.save()
         if opts.cont or not md.done("bin"):
             _log(f"segmenting and binarizing {len(src)} pairs")
-            prepare(md, opts, src, tgt, run=preprocess)
-        train(md, opts, targets, not opts.no_progress, launch=launch)
+            with md.timed("prepare"):
+                prepare(md, opts, src, tgt, run=preprocess)
+        with md.timed("train"):
+            train(md, opts, targets, not opts.no_progress, launch=launch)
         if opts.guide_updates:
-            links(md, opts, src, tgt, load=load)
-            train(md, opts, {name: (opts.guide_updates, None) for pair in md.members(opts.seeds) for name in pair},
-                  not opts.no_progress, stage="guide", launch=launch)
+            with md.timed("links"):
+                links(md, opts, src, tgt, load=load)
+            with md.timed("guide"):
+                train(md, opts, {name: (opts.guide_updates, None) for pair in md.members(opts.seeds)
+                                 for name in pair}, not opts.no_progress, stage="guide", launch=launch)
     _log(f"aligning {len(src)} pairs")
-    errors, warning = align(md, opts, src, tgt, load=load)
+    # a reader (--align-only) writes nothing into the model directory: other readers may share it
+    with (md.timed("align") if not opts.align_only else contextlib.nullcontext()):
+        errors, warning = align(md, opts, src, tgt, load=load)
     if warning:
         _log(f"warning: {warning}")
     path = opts.input or opts.src

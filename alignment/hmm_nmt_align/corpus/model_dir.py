@@ -1,10 +1,12 @@
 """The model directory of ``hmm-nmt-align-corpus`` and its ``manifest.json``: the settings a model was made with,
 the corpus it was made from (a digest), and the stages done. Every other stage reads and marks it."""
+import contextlib
 import hashlib
 import json
 import math
 import os
 import re
+import resource
 import shutil
 import sys
 import time
@@ -49,6 +51,12 @@ def _digest(src: Sequence[Sequence[str]], tgt: Sequence[Sequence[str]]) -> str:
 
 def _config(opts) -> dict:
     return {k: getattr(opts, k) for k in MODEL_KEYS}
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of this process and of its reaped children."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def guided(name: str) -> str:
@@ -146,6 +154,10 @@ def check_manifest(data: Any, path: str) -> Dict[str, Any]:
         hours = info.get("from_hours")
         if hours is not None and not (isinstance(hours, list) and len(hours) == 2 and all(map(_is_num, hours))):
             _fail(path, f"done.{stage}.from_hours", "two numbers", hours)
+    times = data.get("times", {})
+    if not (isinstance(times, dict) and all(isinstance(t, dict) and _is_num(t.get("wall_s")) and _is_num(t.get("cpu_s"))
+                                            and _is_int(t.get("runs")) for t in times.values())):
+        _fail(path, "times", "phases of wall_s, cpu_s and runs", times)
     continued = data.get("continued", [])
     if not (isinstance(continued, list) and all(isinstance(c, dict) for c in continued)):
         _fail(path, "continued", "a list of JSON objects", continued)
@@ -222,6 +234,21 @@ class ModelDir:
         for name in ("codes", "preprocess.log"):
             if os.path.exists(self.file(name)):
                 os.remove(self.file(name))
+
+    @contextlib.contextmanager
+    def timed(self, phase: str):
+        """Add the block's wall clock and CPU seconds (this process and the children it reaped: the trainers,
+        fairseq-preprocess) to ``times.PHASE`` of the manifest, also when it is interrupted: a resumed phase's
+        times are the sum of its runs."""
+        t0, c0 = time.time(), _cpu_seconds()
+        try:
+            yield
+        finally:
+            t = self.data.setdefault("times", {}).setdefault(phase, {"wall_s": 0.0, "cpu_s": 0.0, "runs": 0})
+            t["wall_s"] = round(t["wall_s"] + time.time() - t0, 3)
+            t["cpu_s"] = round(t["cpu_s"] + _cpu_seconds() - c0, 3)
+            t["runs"] += 1
+            self.save()
 
     def mark(self, stage: str, **info) -> None:
         self.data.setdefault("done", {})[stage] = dict(info, at=time.strftime("%Y-%m-%dT%H:%M:%S"))
