@@ -10,24 +10,9 @@
 # choice is made there), the other 408 the test part; `all` is the 508 of the published figures.
 set -euo pipefail
 export ALIGN_BENCHMARK_COMMAND="examples/alignment/europarl_deen.sh${*:+ $*}"
-HERE=$(cd "$(dirname "$0")" && pwd)
-REPO=$(cd "$HERE/../.." && pwd)
-PYTHON=${PYTHON:-$(command -v python || command -v python3)}
-DATA="$REPO/../shared/data/europarl_deen" WORK="runs/align/europarl-deen" SEEDS="1 2 3" RUNS=3
-RESULTS="$REPO/results/alignment/europarl-deen.json" EXTRA=()
-die() { echo "$(basename "$0"): error: $*" >&2; exit 2; }
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --data) DATA="${2:?--data needs a folder}"; shift 2 ;;
-    --work) WORK="${2:?--work needs a folder}"; shift 2 ;;
-    --seeds) SEEDS="${2?--seeds needs a list}"; shift 2 ;;
-    --eflomal-runs) RUNS="${2:?--eflomal-runs needs a number}"; shift 2 ;;
-    --results) RESULTS="${2:?--results needs a file}"; shift 2 ;;
-    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-    --) shift; EXTRA=("$@"); break ;;
-    *) die "unknown argument $1 (see --help)" ;;
-  esac
-done
+DATA="$(cd "$(dirname "$0")/../.." && pwd)/../shared/data/europarl_deen" WORK="runs/align/europarl-deen" SEEDS="1 2 3" RUNS=3
+RESULTS="$(cd "$(dirname "$0")/../.." && pwd)/results/alignment/europarl-deen.json"
+source "$(dirname "$0")/common.sh"
 for f in gold/deen.de gold/deen.en gold/deen.talp train/comtrans.de.gz train/comtrans.en.gz; do
   [[ -f "$DATA/$f" ]] || die "$DATA/$f not found (--data DIR: the europarl_deen folder)"
 done

@@ -10,25 +10,9 @@
 # `all` in the results is trial + test; the published figures are on the 447 test pairs.
 set -euo pipefail
 export ALIGN_BENCHMARK_COMMAND="examples/alignment/hansards.sh${*:+ $*}"
-HERE=$(cd "$(dirname "$0")" && pwd)
-REPO=$(cd "$HERE/../.." && pwd)
-PYTHON=${PYTHON:-$(command -v python || command -v python3)}
-export PYTHONPATH="$REPO:$REPO/alignment${PYTHONPATH:+:$PYTHONPATH}"
-DATA="$REPO/../shared/data/hansards_enfr" WORK="runs/align/hansards-enfr" SEEDS="1 2 3" RUNS=3
-RESULTS="$REPO/results/alignment/hansards-enfr.json" EXTRA=()
-die() { echo "$(basename "$0"): error: $*" >&2; exit 2; }
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --data) DATA="${2:?--data needs a folder}"; shift 2 ;;
-    --work) WORK="${2:?--work needs a folder}"; shift 2 ;;
-    --seeds) SEEDS="${2?--seeds needs a list}"; shift 2 ;;
-    --eflomal-runs) RUNS="${2:?--eflomal-runs needs a number}"; shift 2 ;;
-    --results) RESULTS="${2:?--results needs a file}"; shift 2 ;;
-    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-    --) shift; EXTRA=("$@"); break ;;
-    *) die "unknown argument $1 (see --help)" ;;
-  esac
-done
+DATA="$(cd "$(dirname "$0")/../.." && pwd)/../shared/data/hansards_enfr" WORK="runs/align/hansards-enfr" SEEDS="1 2 3" RUNS=3
+RESULTS="$(cd "$(dirname "$0")/../.." && pwd)/results/alignment/hansards-enfr.json"
+source "$(dirname "$0")/common.sh"
 for f in gold/enfr.src-tgt gold/enfr.gold gold/trial/trial.align train/isi_train.e.gz train/isi_train.f.gz; do
   [[ -f "$DATA/$f" ]] || die "$DATA/$f not found (--data DIR: the hansards_enfr folder)"
 done

@@ -134,3 +134,13 @@ def test_bench_tagging_missing_data(tmp_path):
     line = one_line(p)
     assert line.startswith(f"bench_tagging.py: error: --data {tmp_path / 'train.txt'}: no such file")
     assert not (tmp_path / "b.json").exists()
+
+
+@pytest.mark.parametrize("script,needs", [("alignment/europarl_deen.sh", "gold/deen.de"),
+                                          ("alignment/hansards.sh", "gold/enfr.src-tgt")])
+def test_alignment_benchmark_recipes_name_the_missing_file(tmp_path, script, needs):
+    line = one_line(run(script, "--data", tmp_path / "nowhere", "--work", tmp_path / "w", cwd=tmp_path))
+    assert f"{tmp_path / 'nowhere'}/{needs} not found (--data DIR" in line
+    assert not (tmp_path / "w").exists()
+    line = one_line(run(script, "--eflomal-runs", "x", cwd=tmp_path))
+    assert "--eflomal-runs must be an integer >= 0" in line
