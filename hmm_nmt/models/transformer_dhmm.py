@@ -32,7 +32,8 @@ with ``features_only=True`` and computes the sentence likelihood by dynamic prog
 from chunked lexicon scores (hmm_nmt.hmm.lexicon) and the alignment distributions returned here.
 
 The model's layers live in :mod:`hmm_nmt.models.dhmm_layers` (Eq. 6), :mod:`hmm_nmt.models.first_order_alignment`
-(Eq. 11-12) and :mod:`hmm_nmt.models.dhmm_decoder` (encoder, decoder, lexicon, output mixture); their names are
+(Eq. 11-12), :mod:`hmm_nmt.models.dhmm_decoder` (encoder, decoder, lexicon, output mixture) and
+:mod:`hmm_nmt.models.dhmm_first_order` (the first order's passes along the target); their names are
 imported here, where they have always been importable from. This module holds the registered model, its
 options, its alignment matrices (:meth:`TransformerDHMMModel.alignment_matrices`) and its architectures.
 """
