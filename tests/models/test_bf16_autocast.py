@@ -13,7 +13,7 @@ from hmm_nmt.hmm import direct, lexicon
 
 @pytest.mark.parametrize("arch", ["transformer_dhmm", "transformer_dhmm_first_order"])
 def test_autocast_keeps_dp_logsumexp_and_accumulation_in_float32(arch, monkeypatch):
-    model, d = build(arch)
+    model, d = build(arch, extra=["--lexicon", "softmax"])  # the softmax lexicon's kernel under autocast
     src, lens, prev, tgt = batch(d)
     seen = []
 
