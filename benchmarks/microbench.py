@@ -8,8 +8,11 @@ import sys
 from benchmarks.common import REPO as ROOT
 
 BASE_ARCH = {"transformer": ("transformer", "label_smoothed_cross_entropy", []),
-             "dhmm0": ("transformer_dhmm", "dhmm_label_smoothed_cross_entropy", ["--alignment-order", "0"]),
-             "dhmm1": ("transformer_dhmm", "dhmm_label_smoothed_cross_entropy", ["--alignment-order", "1"]),
+             # the softmax lexicon, named (the default is separable): dhmm0:--lexicon=separable for the other
+             "dhmm0": ("transformer_dhmm", "dhmm_label_smoothed_cross_entropy",
+                       ["--alignment-order", "0", "--lexicon", "softmax"]),
+             "dhmm1": ("transformer_dhmm", "dhmm_label_smoothed_cross_entropy",
+                       ["--alignment-order", "1", "--lexicon", "softmax"]),
              # chain decoders (docs/translation.md): over a transformer decoder, and chain-only
              "hnmc": ("transformer_hnmc", "label_smoothed_cross_entropy", ["--hnmc-decoder", "transformer"]),
              "iohmm": ("transformer_iohmm", "label_smoothed_cross_entropy", ["--iohmm-decoder", "transformer"]),

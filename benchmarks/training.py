@@ -86,7 +86,7 @@ def train(bench, direction, slot, pos):
     args = train_args(bench, direction, slot)
     extended = False
     if os.path.exists(cmd_path):
-        old = read_json(cmd_path)["fairseq_args"]
+        old = with_softmax_named(read_json(cmd_path)["fairseq_args"], args)
         if old != args:
             if not raised_bound(old, args):
                 raise BenchmarkError(f"{jdir} was trained with another command line; delete it or use another --out"
@@ -133,6 +133,15 @@ def _split_bounds(args):
             rest.append(args[i])
             i += 1
     return rest, bounds
+
+
+def with_softmax_named(old, new):
+    """``old`` with the ``--lexicon softmax`` of ``new`` where ``new`` names it and ``old`` names no lexicon: a
+    direct-HMM slot recorded when softmax was fairseq-train's default trained the model the slot now names."""
+    if "--lexicon" in old or "--lexicon" not in new:
+        return old
+    k = new.index("--lexicon")
+    return old[:k] + new[k:k + 2] + old[k:] if new[k + 1:k + 2] == ["softmax"] else old
 
 
 def raised_bound(old, new):

@@ -43,11 +43,12 @@ the same command trains on the GPU (fairseq's default); ``--fp16`` is passed thr
 
 Slots and their defaults (``--arch SLOT=ARCH``, ``--criterion SLOT=NAME``, ``--slot-args SLOT=ARGS`` override):
   transformer  transformer                    label_smoothed_cross_entropy
-  dhmm0        transformer_dhmm               dhmm_label_smoothed_cross_entropy
-  dhmm1        transformer_dhmm_first_order   dhmm_label_smoothed_cross_entropy
+  dhmm0        transformer_dhmm               dhmm_label_smoothed_cross_entropy  + --lexicon softmax
+  dhmm1        transformer_dhmm_first_order   dhmm_label_smoothed_cross_entropy  + --lexicon softmax
   dhmm0_fast   transformer_dhmm               dhmm_label_smoothed_cross_entropy  + --lexicon-topk-schedule 4@0,0@80%
   dhmm1_fast   transformer_dhmm_first_order   dhmm_label_smoothed_cross_entropy  (top-4 pruned, then exact; see docs)
-  (both fast slots: --lexicon-topk-objective pruned --lexicon-dtype auto, bf16 where the CPU/GPU has it natively)
+  (both fast slots: --lexicon softmax --lexicon-topk-objective pruned --lexicon-dtype auto, bf16 where the
+  CPU/GPU has it natively)
   dhmm0_sep    transformer_dhmm               dhmm_label_smoothed_cross_entropy  + --lexicon separable
   dhmm1_sep    transformer_dhmm_first_order   dhmm_label_smoothed_cross_entropy  + --lexicon separable
   hnmc         transformer_hnmc               label_smoothed_cross_entropy

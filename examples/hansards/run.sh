@@ -139,13 +139,14 @@ OPT_ARGS=(--label-smoothing 0.1 --optimizer adam --adam-betas "(0.9,0.98)" --lr 
 train() {  # model src tgt
   local m=$1 s=$2 t=$3 dir="$CK/$1.$2-$3" model_args
   case "$m" in
-    dhmm0) model_args=(--user-dir "$REPO/hmm_nmt" --arch transformer_dhmm --alignment-order 0
+    # the softmax lexicon of docs/alignment.md's tables (then the default; now separable)
+    dhmm0) model_args=(--user-dir "$REPO/hmm_nmt" --arch transformer_dhmm --alignment-order 0 --lexicon softmax
              --criterion dhmm_label_smoothed_cross_entropy) ;;
     dhmm1) model_args=(--user-dir "$REPO/hmm_nmt" --arch transformer_dhmm_first_order --alignment-order 1
-             --criterion dhmm_label_smoothed_cross_entropy) ;;
+             --lexicon softmax --criterion dhmm_label_smoothed_cross_entropy) ;;
     transformer) model_args=(--arch transformer --criterion label_smoothed_cross_entropy) ;;
     agree1) model_args=(--user-dir "$REPO/hmm_nmt" --arch transformer_dhmm_first_order_agreement --alignment-order 1
-              --criterion dhmm_agreement --agreement-weight "$AGREEMENT_WEIGHT")
+              --lexicon softmax --criterion dhmm_agreement --agreement-weight "$AGREEMENT_WEIGHT")
             [[ -n "$INIT_FROM" ]] && model_args+=(--init-fwd "$INIT_FROM/dhmm1.en-fr/checkpoint_last.pt"
               --init-rev "$INIT_FROM/dhmm1.fr-en/checkpoint_last.pt") ;;
   esac

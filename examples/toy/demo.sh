@@ -24,7 +24,9 @@ fairseq-preprocess --source-lang src --target-lang tgt --trainpref "$OUT/raw/tra
 
 echo "== 3/5 fairseq-train transformer_dhmm (order $ORDER, $UPDATES updates)"
 rm -rf "$OUT/checkpoints"
+# --lexicon softmax: the model of the toy tables in docs/alignment.md and docs/speed.md (the default is separable)
 fairseq-train "$OUT/data-bin" --user-dir "$ROOT/hmm_nmt" --arch transformer_dhmm --alignment-order "$ORDER" \
+  --lexicon softmax \
   --encoder-layers 2 --decoder-layers 2 --encoder-embed-dim 64 --decoder-embed-dim 64 \
   --encoder-ffn-embed-dim 256 --decoder-ffn-embed-dim 256 --encoder-attention-heads 4 \
   --decoder-attention-heads 4 --share-all-embeddings --dropout 0.1 \

@@ -161,6 +161,12 @@ def load_direction(model, path, arch, alignment_order):
             saved_order != alignment_order:
         raise ValueError(f"{path}: a {saved_arch} checkpoint (alignment order {saved_order}) cannot initialise a "
                          f"direction of {arch} (alignment order {alignment_order})")
+    # the lexicons share their parameter names, so the weights would load into another lexicon silently; saved
+    # args without the key are from before --lexicon: softmax
+    saved_lexicon = getattr(saved, "lexicon", None) or "softmax"
+    if saved_lexicon != model.decoder.lexicon_kind:
+        raise ValueError(f"{path}: its lexicon is {saved_lexicon}, this model's {model.decoder.lexicon_kind}: "
+                         f"train with --lexicon {saved_lexicon} to start from it")
     try:
         model.load_state_dict(state["model"], strict=True)
     except RuntimeError as e:

@@ -286,6 +286,21 @@ def test_raised_bound_is_recognised_only_for_a_larger_limit():
     assert not raised_bound(["data", "--max-update", "4"], ["data", "--max-update", "4", "--stop-time-hours", "1"])
 
 
+def test_a_command_recorded_before_the_slots_named_the_softmax_lexicon_is_the_same_command():
+    from benchmarks.training import raised_bound, with_softmax_named
+
+    old = ["data", "--arch", "transformer_dhmm", "--max-update", "4", "--seed", "1"]
+    new = ["data", "--arch", "transformer_dhmm", "--max-update", "4", "--lexicon", "softmax", "--seed", "1"]
+    assert with_softmax_named(old, new) == new  # softmax was the default then: the same model
+    raised = new[:4] + ["8"] + new[5:]
+    assert raised_bound(with_softmax_named(old, raised), raised)
+    # another lexicon, a recorded lexicon, another place or another flag: not the same command
+    sep = new[:6] + ["separable"] + new[7:]
+    assert with_softmax_named(old, sep) == old
+    assert with_softmax_named(new[:6] + ["class"] + new[7:], new) != new
+    assert with_softmax_named(old[:-1] + ["2"], new) != new
+
+
 def test_a_raised_bound_names_what_it_does_to_a_percentage_topk_schedule():
     from benchmarks.training import rescaled_schedule
 

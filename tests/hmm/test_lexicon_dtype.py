@@ -59,8 +59,9 @@ def test_auto_model_trains_as_the_dtype_it_resolves_to(fake_native, native, arch
     # a model built with auto gives the same loss and gradients, bit for bit, as one built with the dtype that
     # auto picks on this (pretended) hardware: the decoder resolves the flag on its own device at each call
     fake_native(native)
-    auto, d = build(arch, dim=32, extra=["--lexicon-dtype", "auto"])
-    fixed, _ = build(arch, d, dim=32, extra=["--lexicon-dtype", "bf16" if native else "fp32"])
+    # --lexicon-dtype is the softmax lexicon's
+    auto, d = build(arch, dim=32, extra=["--lexicon", "softmax", "--lexicon-dtype", "auto"])
+    fixed, _ = build(arch, d, dim=32, extra=["--lexicon", "softmax", "--lexicon-dtype", "bf16" if native else "fp32"])
     fixed.load_state_dict(auto.state_dict())
     assert auto.decoder.lexicon_dtype == (torch.bfloat16 if native else torch.float32)
     src, lens, prev, target = batch(d)

@@ -14,7 +14,7 @@ from hmm_nmt_align.safe_checkpoint import load_checkpoint_state
 
 @pytest.mark.parametrize("arch", ["transformer_dhmm", "transformer_dhmm_first_order"])
 def test_autocast_keeps_dp_logsumexp_and_accumulation_in_float32(arch, monkeypatch):
-    model, d = build(arch)
+    model, d = build(arch, extra=["--lexicon", "softmax"])  # the softmax lexicon's kernel under autocast
     src, lens, prev, tgt = batch(d)
     seen = []
 

@@ -97,8 +97,9 @@ def test_class_map_is_loaded_not_recomputed():
     assert torch.equal(layout.class_of, state["decoder.lexicon_class_of"])
 
 
-def test_softmax_stays_the_default_and_old_args_get_softmax():
-    m, _ = build()
+def test_softmax_when_asked_and_old_args_get_softmax():
+    # a new model's default is separable (tests/models/test_lexicon_default.py); softmax is asked for
+    m, _ = build(extra=["--lexicon", "softmax"])
     assert m.decoder.lexicon_kind == "softmax" and not hasattr(m.decoder, "lex_class_proj")
     import argparse
 

@@ -161,6 +161,7 @@ def test_train_and_generate_with_topk_and_bf16(toy, order):
     proc = fairseq("train", str(toy / "bin"), "--user-dir", USER_DIR, "--arch", "transformer_dhmm", *SMALL,
                    # bf16 as asked (order 0), or auto: bf16 only where the CPU has it natively (order 1)
                    "--alignment-order", str(order), "--lexicon-topk", "2", "--lexicon-dtype", ["bf16", "auto"][order],
+                   "--lexicon", "softmax",  # --lexicon-dtype is the softmax lexicon's
                    # both criteria through the CLI: the bound (order 0), the pruned model's likelihood (order 1)
                    "--lexicon-topk-objective", ["bound", "pruned"][order],
                    "--criterion", "dhmm_label_smoothed_cross_entropy", "--label-smoothing", "0.1",

@@ -22,8 +22,10 @@ ORDERS = [("transformer_dhmm", 0), ("transformer_dhmm_first_order", 1)]
 F64 = torch.float64
 
 
-VARIANTS = [(arch, order, ["--dhmm-layers", "all"]) for arch, order in ORDERS] + [
-    (arch, order, ["--dhmm-layers", "last"]) for arch, order in ORDERS]
+# the softmax lexicon's model (tests/models/test_lexicon_kinds.py runs the same checks on the other lexicons)
+SOFTMAX = ["--lexicon", "softmax"]
+VARIANTS = [(arch, order, SOFTMAX + ["--dhmm-layers", "all"]) for arch, order in ORDERS] + [
+    (arch, order, SOFTMAX + ["--dhmm-layers", "last"]) for arch, order in ORDERS]
 
 
 @pytest.fixture(scope="module", params=VARIANTS, ids=["order0", "order1", "order0-last", "order1-last"])
@@ -145,7 +147,7 @@ def test_chunked_equals_unchunked_values_and_gradients(model):
 
 def test_gradcheck_float64_through_lexicon_and_dp():
     for arch, _ in ORDERS:
-        m, d = build(arch, dim=4, layers=1, heads=1, extra=["--lexicon-chunk-size", "3"])
+        m, d = build(arch, dim=4, layers=1, heads=1, extra=SOFTMAX + ["--lexicon-chunk-size", "3"])
         m = m.double().eval()
         x, extra, target, tgt_mask, row_mask, align = lexicon_gradcheck_inputs(m, d)
 
@@ -265,7 +267,7 @@ def test_mixture_smoothing_is_fairseqs_label_smoothing_of_the_output_distributio
     # --dhmm-smoothing mixture: the loss and its gradients equal fairseq's label_smoothed_nll_loss applied to
     # the decoder's own output distribution (the materialised mixture; first order: the filtered prediction)
     from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
-    m, d = build(arch, extra=["--lexicon-chunk-size", "4"])  # several chunks per batch
+    m, d = build(arch, extra=SOFTMAX + ["--lexicon-chunk-size", "4"])  # several chunks per batch
     m.double().eval()
     src, lens, prev, target = batch(d)
     eps = 0.1

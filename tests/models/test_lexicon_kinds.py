@@ -170,7 +170,7 @@ def test_gradcheck_float64_through_the_separable_lexicon_and_dp():
 def test_separable_has_the_softmax_lexicons_parameters():
     """The separable lexicon is the softmax lexicon's own parameters without the ReLU: a state dict moves
     between the two, and its mixture differs (the ReLU is gone)."""
-    soft, d = build("transformer_dhmm", dictionary=zipf_dict())
+    soft, d = build_kind("softmax", "transformer_dhmm")
     sep, _ = build_kind("separable", "transformer_dhmm")
     assert soft.state_dict().keys() == sep.state_dict().keys()
     sep.load_state_dict(soft.state_dict())

@@ -77,7 +77,8 @@ CASES = [("transformer_dhmm", 0, "fp32", True), ("transformer_dhmm", 2, "fp32", 
 @pytest.mark.slow
 @pytest.mark.parametrize("arch,topk,prec,decode", CASES)
 def test_500_tokens_train_score_decode(arch, topk, prec, decode):
-    extra = ["--lexicon-topk", str(topk)] + (["--lexicon-dtype", "bf16"] if prec == "bf16" else [])
+    # the softmax lexicon's chunked kernel (--lexicon-dtype is the softmax's)
+    extra = ["--lexicon", "softmax", "--lexicon-topk", str(topk)] + (["--lexicon-dtype", "bf16"] if prec == "bf16" else [])
     model, d = build(arch, dim=16, layers=1, extra=extra + ["--max-source-positions", "600",
                                                               "--max-target-positions", "600"])
     if model.decoder.first_order is None:

@@ -11,6 +11,8 @@ from dhmm_testlib import batch, build
 from hmm_nmt.criterions.dhmm_label_smoothed_cross_entropy import dhmm_loss
 
 ARCHS = ["transformer_dhmm", "transformer_dhmm_first_order"]
+# pruning and the bf16 matmul of the softmax lexicon (test_lexicon_kinds.py prunes the other lexicons)
+SOFTMAX = ["--lexicon", "softmax"]
 
 
 def loss_and_grads(m, d, eps=0.1):
@@ -23,8 +25,8 @@ def loss_and_grads(m, d, eps=0.1):
 
 def twins(arch, extra_a, extra_b):
     """Two float64 models with the same weights and different flags, in eval mode (no dropout)."""
-    a, d = build(arch, extra=extra_a)
-    b, _ = build(arch, d, extra=extra_b)
+    a, d = build(arch, extra=SOFTMAX + list(extra_a))
+    b, _ = build(arch, d, extra=SOFTMAX + list(extra_b))
     b.load_state_dict(a.state_dict())
     return a.double().eval(), b.double().eval(), d
 
@@ -83,7 +85,7 @@ def test_topk_warmup_trains_exact_then_the_bound(arch):
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_pruned_decoding_is_a_distribution_and_incremental_equals_full(arch):
-    m, d = build(arch, extra=["--lexicon-topk", "2"])
+    m, d = build(arch, extra=SOFTMAX + ["--lexicon-topk", "2"])
     m.double().eval()
     src, lens, prev, _ = batch(d)
     log_probs, extra = m(src, lens, prev)
@@ -101,8 +103,8 @@ def test_pruned_decoding_is_a_distribution_and_incremental_equals_full(arch):
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_bf16_lexicon_within_tolerance_of_fp32(arch):
-    ref, d = build(arch, dim=32)
-    low, _ = build(arch, d, dim=32, extra=["--lexicon-dtype", "bf16"])
+    ref, d = build(arch, dim=32, extra=SOFTMAX)
+    low, _ = build(arch, d, dim=32, extra=SOFTMAX + ["--lexicon-dtype", "bf16"])
     low.load_state_dict(ref.state_dict())
     l0, n0, _, g0 = loss_and_grads(ref, d)
     l1, n1, _, g1 = loss_and_grads(low, d)
