@@ -100,3 +100,17 @@ def open_fifo_writer(fifo, proc, limit_s=300):
         time.sleep(0.05)
     os.set_blocking(fd, True)
     return os.fdopen(fd, "w")
+
+
+def finished_manifest(**config):
+    """The manifest.json text of a finished one-seed, one-pass model directory of hmm-nmt-align-corpus (every
+    key its schema requires), for tests that build a model directory by hand; ``config`` overrides settings."""
+    import json
+
+    settings = {"merges": 4000, "embed_dim": 128, "ffn_dim": 512, "layers": 2, "heads": 4, "max_tokens": 2048,
+                "lr": 0.002, "warmup_updates": 200, "dropout": 0.1, "seed": 1, "max_update": 4800, "patience": 0,
+                "valid_lines": 500, "lexicon": "separable", "target_context": "past", "lr_schedule": "linear",
+                "label_smoothing": 0.1, "time_limit": None, "seeds": 1, "guide_updates": 0, "guide_weight": 4.0}
+    settings.update(config)
+    return json.dumps({"version": 1, "config": settings, "corpus": "0" * 64, "lines": 1,
+                       "done": {"train.fwd": {"max_update": 4800}, "train.rev": {"max_update": 4800}}}) + "\n"

@@ -72,7 +72,9 @@ def _inputs_checked_first(convert):
     @functools.wraps(convert)
     def wrapper(args, *rest, **kw):
         data = _local_paths(getattr(args, "data", None))
-        if data and not os.path.exists(data[0]):
+        # sequence_tagging reads --train-file/--valid-file/--test-file from anywhere: its data folder is optional
+        files = any(getattr(args, f"{split}_file", None) for split in ("train", "valid", "test"))
+        if data and not files and not os.path.exists(data[0]):
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), data[0])
         for path in _local_paths(getattr(args, "path", None)):
             check_checkpoint_file(path)

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import default_sigint, open_fifo_writer
+from conftest import default_sigint, finished_manifest, open_fifo_writer
 
 from hmm_nmt_align.safe_checkpoint import load_checkpoint_state
 
@@ -109,8 +109,7 @@ def model_dir(tmp_path):
     (md / "preprocess.log").write_text("log\n")
     for name in ("fwd", "rev"):
         shutil.copy(CKPT, md / name / "checkpoint_last.pt")
-    (md / "manifest.json").write_text('{"version": 1, "config": {"seeds": 1, "guide_updates": 0}, '
-                                      '"done": {"train.fwd": {}, "train.rev": {}}}\n')
+    (md / "manifest.json").write_text(finished_manifest())
     return md
 
 

@@ -15,6 +15,8 @@ import pytest
 import torch
 from dhmm_testlib import build
 
+from hmm_nmt_align.safe_checkpoint import load_checkpoint_state
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
 ARCHS = ["transformer_dhmm", "transformer_dhmm_first_order", "transformer_dhmm_iwslt_de_en",
@@ -65,7 +67,7 @@ def _mismatches(got, expected):
 
 @pytest.mark.parametrize("name", DHMM_FIXTURES)
 def test_a_checkpoint_from_before_the_option_loads_as_softmax_and_scores_the_same(name):
-    state = torch.load(os.path.join(cf.FIXTURE_DIR, f"{name}.pt"), map_location="cpu", weights_only=False)
+    state = load_checkpoint_state(os.path.join(cf.FIXTURE_DIR, f"{name}.pt"))
     assert not hasattr(state["cfg"]["model"], "lexicon")  # what makes it an old checkpoint
     model, task, criterion = cf.load(name)
     assert {dec.lexicon_kind for dec in decoders(model)} == {"softmax"}
@@ -78,7 +80,7 @@ def test_a_checkpoint_keeps_the_lexicon_its_args_name(lexicon, tmp_path):
     from fairseq import checkpoint_utils
 
     name = "transformer_dhmm_first_order"
-    state = torch.load(os.path.join(cf.FIXTURE_DIR, f"{name}.pt"), map_location="cpu", weights_only=False)
+    state = load_checkpoint_state(os.path.join(cf.FIXTURE_DIR, f"{name}.pt"))
     state["cfg"]["model"].lexicon = lexicon  # the two lexicons share their parameters: the weights load either way
     path = tmp_path / f"{lexicon}.pt"
     torch.save(state, path)
@@ -112,7 +114,7 @@ def test_fairseq_train_without_lexicon_saves_a_separable_checkpoint(tmp_path):
             "dhmm_label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--optimizer", "adam", "--lr", "0.001",
             "--max-tokens", "500", "--max-update", "2", "--save-dir", str(save), "--no-epoch-checkpoints",
             "--num-workers", "0", "--no-progress-bar", "--cpu")
-    state = torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+    state = load_checkpoint_state(save / "checkpoint_last.pt")
     assert state["cfg"]["model"].lexicon == "separable"
     assert state["optimizer_history"][-1]["num_updates"] == 2
 
@@ -132,7 +134,7 @@ def test_init_fwd_refuses_a_checkpoint_of_another_lexicon(tmp_path):
 
     name = "transformer_dhmm_first_order"
     old = os.path.join(cf.FIXTURE_DIR, f"{name}.pt")  # saved before --lexicon: softmax
-    state = torch.load(old, map_location="cpu", weights_only=False)
+    state = load_checkpoint_state(old)
     state["cfg"]["model"].lexicon = "separable"
     torch.save(state, tmp_path / "separable.pt")
     separable = checkpoint_utils.load_model_ensemble_and_task([str(tmp_path / "separable.pt")],

@@ -14,6 +14,7 @@ import sys
 
 import pytest
 import torch
+from conftest import finished_manifest
 
 from hmm_nmt_align.safe_checkpoint import CheckpointError, UnsafeCheckpointError, load_checkpoint_state
 
@@ -136,8 +137,7 @@ def _model_dir(tmp_path, marker):
     for name in ("fwd", "rev"):
         (md / name).mkdir()
         payload_checkpoint(md / name / "checkpoint_last.pt", marker)
-    (md / "manifest.json").write_text('{"version": 1, "config": {"seeds": 1, "guide_updates": 0}, '
-                                      '"done": {"train.fwd": {}, "train.rev": {}}}\n')
+    (md / "manifest.json").write_text(finished_manifest())
     return str(md)
 
 

@@ -15,7 +15,8 @@ import subprocess
 import sys
 
 import pytest
-import torch
+
+from hmm_nmt_align.safe_checkpoint import load_checkpoint_state
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 README = os.path.join(ROOT, "README.md")
@@ -69,7 +70,7 @@ def setup_translate(cwd):
 
 
 def check_translate(cwd, out):
-    state = torch.load(cwd / "checkpoints" / "checkpoint_best.pt", map_location="cpu", weights_only=False)
+    state = load_checkpoint_state(cwd / "checkpoints" / "checkpoint_best.pt")
     args = state["cfg"]["model"]
     assert (args.arch, args.lexicon, args.encoder_embed_dim, args.decoder_layers) == ("transformer_dhmm", "separable",
                                                                                       128, 2)
