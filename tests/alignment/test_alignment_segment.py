@@ -58,3 +58,20 @@ def test_sentencepiece_model(tmp_path):
         load_segmenter(spm_model=str(tmp_path / "missing.model"))
     with pytest.raises(ValueError, match="not both"):
         load_segmenter(bpe_codes="x", spm_model="y")
+
+
+def test_codes_without_a_merge_split_words_into_characters_as_subword_nmt_would(tmp_path):
+    """A vocabulary smaller than the script's characters learns no merge: subword-nmt cannot read that file, the
+    segmenter splits into characters exactly as its BPE does when no merge applies."""
+    import random
+
+    from hmm_nmt_align.base.segment import load_segmenter
+
+    (tmp_path / "none").write_text("#version: 0.2\n", encoding="utf-8")
+    (tmp_path / "idle").write_text("#version: 0.2\n\u0400 \u0401</w>\n", encoding="utf-8")  # never applies
+    none, idle = load_segmenter(str(tmp_path / "none")), load_segmenter(str(tmp_path / "idle"))
+    rng = random.Random(0)
+    alphabet = "ab@日本語é-" + "\u3042\u30a2"
+    words = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 6))) for _ in range(300)]
+    assert none.segment(words) == idle.segment(words)
+    assert none.segment(["日本語", "x"])[0] == ["日@@", "本@@", "語", "x"]

@@ -21,7 +21,7 @@ PAIRS = [("cat dog sun", "SUN CAT DOG"), ("tree house", "HOUSE TREE"), ("bird re
          ("dog tree", "DOG TREE"), ("sun bird house", "HOUSE OF SUN BIRD"), ("", "CAT"), ("big dog red", "RED BIG DOG"),
          ("zebra cat", "CAT ZEBRA"), ("tree sun big bird", "BIRD TREE BIG SUN"), ("red house dog", "DOG RED HOUSE OF"),
          ("cat bird", "BIRD CAT"), ("sun tree", "TREE SUN")]
-TRAIN_LINES = [k for k, (s, t) in enumerate(PAIRS) if s and t][:-1]  # the last pair with both sides is held out
+TRAIN_LINES = [k for k, (s, t) in enumerate(PAIRS) if s and t]  # without --patience the held-out pair trains too
 SETTINGS = ["--cpu", "--threads", "1", "--no-progress", "--merges", "200", "--lr", "0.003", "--warmup-updates", "40",
             "--max-update", "6", "--guide-updates", "4", "--guide-weight", "2.5", "--seed", "7"]
 
@@ -197,7 +197,9 @@ def test_the_stages_run_in_order_each_on_what_the_one_before_marked_done(two_see
     assert loader.calls[0][1] == {"codes", "bin"} | first
     done = manifest(work)["done"]
     assert set(done) == {"codes", "bin", "links"} | first | {f"guide.{n}" for n in ("fwd", "rev", "fwd.2", "rev.2")}
-    assert done["codes"]["merges"] == 200
+    # the merges learned (this small text runs out of pairs to merge before --merges 200)
+    codes = (work / "m" / "codes").read_text(encoding="utf-8").splitlines()
+    assert done["codes"]["merges"] == len(codes) - 1 < 200 and codes[0].startswith("#version")
     assert (done["bin"]["train_pairs"], done["bin"]["valid_pairs"]) == (len(TRAIN_LINES), 1)
     for n in ("fwd", "rev", "fwd.2", "rev.2"):  # the update counts read from each run's train.log
         assert (done[f"train.{n}"]["max_update"], done[f"train.{n}"]["updates"]) == (6, 6)

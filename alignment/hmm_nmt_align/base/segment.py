@@ -74,6 +74,10 @@ def load_segmenter(bpe_codes: Optional[str] = None, spm_model: Optional[str] = N
         except UnicodeDecodeError as e:
             raise ValueError(f"{bpe_codes}: not UTF-8 text ({e.reason} at byte {e.start})") from None
         check_bpe_codes(text, bpe_codes)
+        if not any(line.strip() for line in text.splitlines() if not line.startswith("#version:")):
+            # no merge (a script with more characters than the vocabulary): characters, which subword-nmt's
+            # reader cannot express (it fails on a file of its header alone)
+            return Segmenter(lambda w: [c + "@@" for c in w[:-1]] + [w[-1:]] if w else [], "subword-nmt")
         try:
             bpe = BPE(io.StringIO(text))
         except SystemExit:  # subword-nmt exits on what check_bpe_codes did not foresee

@@ -11,6 +11,7 @@ from typing import List, Optional
 from hmm_nmt_align.base.console import LONG_LINES, too_long_warning
 
 from .align import _HELD, _load_direction, align
+from .budget import EPOCHS, MAX_UPDATES, MIN_UPDATES, resolve
 from .checks import MAX_POSITIONS, check_batch_fits, check_options
 from .device import _device
 from .inputs import _check_outputs, read_corpus
@@ -85,9 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--continue", dest="cont", action="store_true",
                       help="train the finished model --max-update more updates on this text, then align")
     m = p.add_argument_group("model and training (a new model; the Hansards settings)")
-    m.add_argument("--merges", type=positive, default=4000,
-                   help="joint BPE merges (default 4000: more whole words in the lexicon align better, and each "
-                        "update costs more with the vocabulary)")
+    vocab = m.add_mutually_exclusive_group()
+    vocab.add_argument("--vocab-size", type=positive, default=None, metavar="N",
+                       help="joint BPE symbols, the characters included (default 4000: as many merges as the "
+                            "characters leave, so about N types in any script; none where the script has more "
+                            "characters than N)")
+    vocab.add_argument("--merges", type=positive, default=None, metavar="N",
+                       help="joint BPE merges instead of --vocab-size (the types are N plus the characters)")
     m.add_argument("--embed-dim", type=positive, default=128)
     m.add_argument("--ffn-dim", type=positive, default=512)
     m.add_argument("--layers", type=positive, default=2, help="encoder and decoder layers (default 2)")
@@ -101,7 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "default: the models also translate), or the words after i too (both: aligners only)")
     m.add_argument("--max-tokens", type=positive, default=2048, help="tokens per training batch")
     m.add_argument("--lr", type=float, default=2e-3)
-    m.add_argument("--warmup-updates", type=positive, default=200)
+    m.add_argument("--warmup-updates", type=positive, default=None, metavar="N",
+                   help="linear warm-up (default: 200, at most a tenth of --max-update)")
     m.add_argument("--lr-schedule", choices=["inverse-sqrt", "linear"], default="linear",
                    help="after the warm-up: linear decay to 0 at the last update (default), or inverse square root")
     m.add_argument("--dropout", type=float, default=0.1)
@@ -112,11 +118,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="train N models per direction, with seeds --seed, --seed+1, ...; the alignment averages their "
                         "posteriors (an ensemble: N times the training and alignment time). A finished model "
                         "directory rerun with a larger N trains only the new seeds")
-    m.add_argument("--max-update", type=positive, default=4800, help="updates per direction (default 4800)")
-    m.add_argument("--guide-updates", type=nonnegative, default=1200, metavar="N",
+    m.add_argument("--max-update", type=positive, default=None, metavar="N",
+                   help="updates per direction (default: from the corpus, %d passes over its words within %d-%d "
+                        "updates; with --continue, that many more)" % (EPOCHS, MIN_UPDATES, MAX_UPDATES))
+    m.add_argument("--guide-updates", type=nonnegative, default=None, metavar="N",
                    help="the second pass: each model trains N more updates toward the links of the first pass (the "
-                        "training pairs aligned by both directions, every seed; default 1200; 0: one pass). A finished "
-                        "model directory rerun with another N (or --guide-weight) makes only the second pass again")
+                        "training pairs aligned by both directions, every seed; default: a quarter of --max-update; "
+                        "0: one pass). A finished model directory rerun with another N (or --guide-weight) makes "
+                        "only the second pass again")
     m.add_argument("--guide-weight", type=float, default=4.0,
                    help="the weight of -log p(first-pass links | E, F) in the second pass's loss (default 4: chosen "
                         "among 1, 4 and 16 on the Hansards trial pairs)")
@@ -190,9 +199,15 @@ def _stages(opts, src, tgt, launch, preprocess, load) -> int:
         if not md.finished():
             raise CorpusError(f"--align-only: --model-dir {opts.model_dir} holds no finished model")
     else:
+        # a model that has started training keeps its settings where the command line is silent; --continue
+        # trains a new budget (that many more updates) from this corpus
+        saved = {**KEY_DEFAULTS, **md.data["config"]} if _trained(md) and not opts.cont else None
+        opts.budget_note = resolve(opts, src, tgt, saved)
         _settle_manifest(md, opts, _digest(src, tgt), len(src))
         targets = _targets(md, opts)
         md.save()
+        if opts.budget_note and not md.finished():
+            _log(f"training budget from the corpus: {opts.budget_note}")
         if opts.cont or not md.done("bin"):
             _log(f"segmenting and binarizing {len(src)} pairs")
             with md.timed("prepare"):
@@ -219,12 +234,17 @@ def _stages(opts, src, tgt, launch, preprocess, load) -> int:
     return 0
 
 
+def _trained(md: ModelDir) -> bool:
+    """Whether the directory's model has started training (its settings are then its own)."""
+    return md.data is not None and (any(k.split(".", 1)[0] in ("train", "guide") for k in md.data.get("done", {}))
+                                    or md.training_started())
+
+
 def _settle_manifest(md: ModelDir, opts, digest: str, lines: int) -> None:
     """A new model directory's manifest; or the one there checked against this command: --continue takes its
     settings, more --seeds or another second pass grow it, anything else is refused."""
     finished = md.finished()
-    trained = md.data is not None and (any(k.split(".", 1)[0] in ("train", "guide") for k in md.data.get("done", {}))
-                                       or md.training_started())
+    trained = _trained(md)
     if md.data is None or (not trained and not opts.cont):
         # new; or nothing trained yet (a run refused or stopped before training): this command's settings hold
         if md.data is not None and (md.data["corpus"], md.data["config"]) != (digest, _config(opts)):

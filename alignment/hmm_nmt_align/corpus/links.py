@@ -24,7 +24,7 @@ def links(md: ModelDir, opts, src, tgt, load=None) -> None:
     from ..guide import piece_links, write_link_dataset
     from ..raw_text import align_text
 
-    train_lines, _ = _split(src, tgt, opts.valid_lines)
+    train_lines, _ = _split(src, tgt, opts.valid_lines, opts.patience)
     if len(train_lines) != md.data["done"]["bin"]["train_pairs"]:  # the binarized pairs are another split
         raise CorpusError(f"--model-dir {md.path}: bin/ holds {md.data['done']['bin']['train_pairs']} training "
                           f"pairs, the corpus {len(train_lines)} with --valid-lines {opts.valid_lines}")

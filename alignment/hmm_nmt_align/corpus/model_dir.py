@@ -20,14 +20,14 @@ MANIFEST = "manifest.json"
 DEFAULT_SYMMETRIZE, DEFAULT_LINKS, DEFAULT_POOL = "mean", "threshold:0.5", "words"
 VERSION = 1
 
-MODEL_KEYS = ("merges", "embed_dim", "ffn_dim", "layers", "heads", "max_tokens", "lr", "warmup_updates", "dropout",
-              "seed", "max_update", "patience", "valid_lines", "lexicon", "target_context", "lr_schedule",
+MODEL_KEYS = ("merges", "vocab_size", "embed_dim", "ffn_dim", "layers", "heads", "max_tokens", "lr", "warmup_updates",
+              "dropout", "seed", "max_update", "patience", "valid_lines", "lexicon", "target_context", "lr_schedule",
               "label_smoothing", "time_limit", "seeds", "guide_updates", "guide_weight")
 # what a finished model directory may be rerun with: more seeds (only the new ones train), another second pass
 GROWABLE = ("seeds", "guide_updates", "guide_weight")
 ARCH_KEYS = ("embed_dim", "ffn_dim", "layers", "heads", "dropout", "lexicon", "target_context")
 # what a manifest written before a key existed means by it
-KEY_DEFAULTS = {"lexicon": "softmax", "target_context": "past", "lr_schedule": "inverse-sqrt",
+KEY_DEFAULTS = {"vocab_size": None, "lexicon": "softmax", "target_context": "past", "lr_schedule": "inverse-sqrt",
                 "label_smoothing": 0.1, "time_limit": None, "seeds": 1, "guide_updates": 0, "guide_weight": 1.0}
 
 
@@ -84,12 +84,18 @@ def _num(low, high=math.inf, low_open=False, high_open=False):
     return ok, f"a number in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
 
 
+def _optional(check):
+    ok, what = check
+    return (lambda v: v is None or ok(v)), f"null or {what}"
+
+
 def _choice(*values):
     return (lambda v: v in values), "one of " + ", ".join(map(repr, values))
 
 
 CONFIG = {
-    "merges": _int(1), "embed_dim": _int(1), "ffn_dim": _int(1), "layers": _int(1), "heads": _int(1),
+    "merges": _optional(_int(1)), "vocab_size": _optional(_int(1)), "embed_dim": _int(1), "ffn_dim": _int(1),
+    "layers": _int(1), "heads": _int(1),
     "max_tokens": _int(1), "lr": _num(0, low_open=True), "warmup_updates": _int(1),
     "dropout": _num(0, 1, high_open=True), "seed": (lambda v: _is_int(v) and 0 <= v <= MAX_SEED, "a seed"),
     "max_update": _int(1), "patience": _int(0), "valid_lines": _int(1),
@@ -99,7 +105,7 @@ CONFIG = {
     "seeds": _int(1), "guide_updates": _int(0), "guide_weight": _num(0),
 }
 # what the stages read of each entry of "done", and which of it they require (other keys are kept as they are)
-DONE = {"codes": {"merges": _int(1)}, "bin": {"train_pairs": _int(0), "valid_pairs": _int(0)},
+DONE = {"codes": {"merges": _int(0)}, "bin": {"train_pairs": _int(0), "valid_pairs": _int(0)},
         "links": {"seeds": _int(1), "pairs": _int(0), "links": _int(0)}}
 MEMBER = {"max_update": _int(1), "updates": _int(0)}
 REQUIRED = {"bin": ("train_pairs",), "links": ("links",), "member": ("max_update",)}

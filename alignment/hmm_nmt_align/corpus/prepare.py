@@ -36,12 +36,16 @@ def _run(cmd: List[str], log: str, what: str) -> None:
         raise CorpusError(f"{what} failed (log: {log}): {' | '.join(tail)}")
 
 
-def _split(src, tgt, valid_lines: int) -> Tuple[List[int], List[int]]:
-    """The training and held-out lines (those with words on both sides; the last ones held out)."""
+def _split(src, tgt, valid_lines: int, patience: int) -> Tuple[List[int], List[int]]:
+    """The training and held-out lines (those with words on both sides; the last ones held out). Without
+    --patience nothing validates: the held-out lines train too (fairseq-preprocess still gets them as its valid
+    subset), so a small corpus loses none of its pairs."""
     train = [k for k in range(len(src)) if src[k] and tgt[k]]
     if not train:
         raise CorpusError("no line has words on both sides: nothing to train on")
     n_valid = min(valid_lines, max(1, len(train) // 10))
+    if not patience:
+        return train, train[-n_valid:]
     return (train[:-n_valid] if len(train) > n_valid else train), train[-n_valid:]
 
 
@@ -52,7 +56,7 @@ def prepare(md: ModelDir, opts, src, tgt, run: Callable[[List[str], str, str], N
 
     from hmm_nmt_align.base.segment import load_segmenter
 
-    train, valid = _split(src, tgt, opts.valid_lines)
+    train, valid = _split(src, tgt, opts.valid_lines, opts.patience)
     os.makedirs(md.file("text"), exist_ok=True)
     if not md.done("codes"):
         counts = {}
@@ -63,9 +67,11 @@ def prepare(md: ModelDir, opts, src, tgt, run: Callable[[List[str], str, str], N
         vocab = io.StringIO("".join(f"{w} {c}\n" for w, c in counts.items()))
         out = io.StringIO()
         with contextlib.redirect_stderr(io.StringIO()):  # its own progress bar
-            learn_bpe(vocab, out, opts.merges, is_dict=True)
+            # --vocab-size: the merges the characters leave (each counted twice, inside and at a word's end), so
+            # the vocabulary's size, and each update's cost, does not depend on the script
+            learn_bpe(vocab, out, opts.merges or opts.vocab_size, is_dict=True, total_symbols=not opts.merges)
         atomic_write(md.file("codes"), out.getvalue())
-        md.mark("codes", merges=opts.merges)
+        md.mark("codes", merges=sum(1 for line in out.getvalue().splitlines() if not line.startswith("#version")))
     segmenter = load_segmenter(md.file("codes"), None)
     lengths = _segment_files(segmenter, src, tgt, md.file("text", "train"), train)
     # fairseq-train would stop on such a line mid-training (lines over the positions it leaves out itself)
