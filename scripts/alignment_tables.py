@@ -53,8 +53,27 @@ def _mean_row(label, merge, rows):
     return [f"| {label} | {merge} | " + " | ".join(cells) + f" | {wall:,.0f} | {cpu:,.0f} |"]
 
 
+def curve_table(results):
+    """The time-to-quality table of a ``scripts/budget_curve.py`` results file."""
+    out = ["| updates | training s | dev AER | test AER | all AER |", "| ---: | ---: | ---: | ---: | ---: |"]
+    for r in results["points"]:
+        s = r["scores"]
+        out.append(f"| {r['updates']:,} | {r['train_s']:,.0f} | {_f(s['dev']['AER'])} | {_f(s['test']['AER'])} | "
+                   f"{_f(s['all']['AER'])} |")
+    d, h, c = results["data"], results["hardware"], results["config"]
+    out.append("")
+    out.append(f"{results['name']}: the first pass of one seed ({c['seed']}) trained to {c['max_update']:,} updates "
+               f"per direction on {d['training_pairs']:,} pairs, each point scored with {results['merge']} on "
+               f"{d['gold_pairs']} gold pairs (dev: the first {d['dev_pairs']}); {h['cpu']}, {h['cores']} cores; "
+               f"{results['date']}. {results.get('note', '')}".rstrip()
+               + f" Command: `{results['command']}`.")
+    return "\n".join(out) + "\n"
+
+
 def table(results):
     """One markdown table (and its provenance line) of a results file."""
+    if "points" in results:
+        return curve_table(results)
     out = ["| aligner | merge (chosen on dev) | dev AER | test AER | test P | test R | all AER | wall s | CPU s |",
            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     systems = results["systems"]

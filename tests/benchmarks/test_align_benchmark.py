@@ -80,3 +80,32 @@ def test_the_committed_tables_equal_their_results_files():
         with open(page, encoding="utf-8") as f:
             text = f.read()
         assert at.render(text) == text, f"{page}: run scripts/alignment_tables.py --write {page}"
+
+
+def test_a_budget_curve_file_gets_its_own_table():
+    pt = lambda n, s, a: {"updates": n, "train_s": s, "scores": {p: {"AER": a, "P": 90.0, "R": 80.0}  # noqa: E731
+                                                                for p in ("dev", "test", "all")}}
+    res = {"name": "toy", "command": "scripts/budget_curve.py --work w", "date": "2026-01-01", "note": "Quiet cores.",
+           "data": {"gold_pairs": 3, "dev_pairs": 1, "training_pairs": 1000}, "hardware": {"cpu": "CPU X", "cores": 2},
+           "config": {"seed": 1, "max_update": 1200}, "merge": "the default merge",
+           "points": [pt(600, 500.0, 40.0), pt(1200, 1001.0, 30.5)]}
+    t = at.table(res)
+    assert "| 600 | 500 | 40.00 | 40.00 | 40.00 |" in t and "| 1,200 | 1,001 | 30.50 | 30.50 | 30.50 |" in t
+    assert "1,200 updates per direction on 1,000 pairs" in t and "Quiet cores." in t and "CPU X, 2 cores" in t
+
+
+def test_the_curve_pairs_the_two_directions_checkpoints_of_each_interval(tmp_path):
+    import budget_curve as bc
+
+    for d, walls in (("fwd", (50.0, 99.0)), ("rev", (55.0, 97.0))):
+        (tmp_path / d).mkdir()
+        for e, n in ((1, 600), (2, 1200)):
+            (tmp_path / d / f"checkpoint_{e + (d == 'rev')}_{n}.pt").write_text("")
+        (tmp_path / d / "checkpoint_last.pt").write_text("")
+        (tmp_path / d / "train.log").write_text("".join(
+            f'x | {{"num_updates": "{n}", "lr": "0", "wall": "{w}"}}\n' for n, w in zip((600, 1200), walls)))
+    (tmp_path / "fwd" / "checkpoint_3_1500.pt").write_text("")  # not on the interval, no rev twin
+    md = SimpleNamespace(file=lambda *p: os.path.join(str(tmp_path), *p))
+    got = bc.points(md, 600)
+    assert list(got) == [600, 1200]
+    assert got[600][1].endswith("rev/checkpoint_2_600.pt") and got[600][2] == 55.0 and got[1200][2] == 99.0
