@@ -91,26 +91,37 @@ class Times:
         self.data = json.load(open(path, encoding="utf-8")) if os.path.exists(path) else {}
 
     def run(self, name, cmd, log_path, env=None):
-        """Run ``cmd`` (its output to ``log_path``), add its times to job ``name`` even when it fails."""
-        t0, r0 = time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
+        """Run ``cmd`` (its output to ``log_path``), add its times to job ``name`` even when it fails, and its peak
+        memory: the largest resident set of the command or any process it waited for (``ru_maxrss``)."""
+        t0, r0, peak = time.time(), resource.getrusage(resource.RUSAGE_CHILDREN), None
         try:
             with open(log_path, "a", encoding="utf-8") as f:
                 f.write(f"$ {shlex.join(cmd)}\n")
                 f.flush()
-                rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env).returncode
+                proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
+                try:
+                    _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage, for its peak memory
+                except BaseException:
+                    proc.kill()
+                    proc.wait()
+                    raise
+                rc = proc.returncode = os.waitstatus_to_exitcode(status)
+                peak = usage.ru_maxrss / 1024  # kilobytes on Linux
         finally:
             r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-            self.add(name, time.time() - t0, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime))
+            self.add(name, time.time() - t0, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime), peak)
         if rc != 0:
             with open(log_path, encoding="utf-8", errors="replace") as f:
                 tail = f.read().splitlines()[-5:]
             raise SystemExit(f"align_benchmark: {name} failed (log {log_path}): {' | '.join(tail)}")
 
-    def add(self, name, wall, cpu):
+    def add(self, name, wall, cpu, peak_mb=None):
         job = self.data.setdefault(name, {"wall_s": 0.0, "cpu_s": 0.0, "runs": 0})
         job["wall_s"] += wall
         job["cpu_s"] += cpu
         job["runs"] += 1
+        if peak_mb is not None:
+            job["max_rss_mb"] = round(max(peak_mb, job.get("max_rss_mb", 0.0)), 1)
         atomic_write(self.path, json.dumps(self.data, indent=1) + "\n")
 
 
@@ -225,6 +236,7 @@ def run_eflomal(opts, times, gold, n_gold, k):
     own, merge = times.data[name], times.data[f"{name}.merge"]
     return {"system": "eflomal", "run": k, "merge": best, "scores": rows[best],
             "wall_s": own["wall_s"] + merge["wall_s"], "cpu_s": own["cpu_s"] + merge["cpu_s"],
+            **({"max_rss_mb": own["max_rss_mb"]} if "max_rss_mb" in own else {}),
             "hard_merges": rows, "dev_best_hard_merge": best}
 
 
