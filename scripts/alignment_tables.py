@@ -70,10 +70,28 @@ def curve_table(results):
     return "\n".join(out) + "\n"
 
 
+def links_table(results):
+    """The link rules of a ``scripts/link_rules.py`` results file, the dev-chosen one in bold."""
+    out = ["| rule | threshold | links | dev AER | test AER | test P | test R | all AER |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in results["rules"]:
+        s, b = r["scores"], "**" if r["rule"] == results["dev_best"] else ""
+        out.append(f"| {b}{r['rule']}{b} | {r['threshold']:.3f} | {r['links']:,} | {_f(s['dev']['AER'])} | "
+                   f"{_f(s['test']['AER'])} | {_f(s['test']['P'])} | {_f(s['test']['R'])} | {_f(s['all']['AER'])} |")
+    d, h, c = results["data"], results["hardware"], results["config"]
+    out.append("")
+    out.append(f"{results['name']}: the mean of the two directions' word posteriors of one finished model (seed "
+               f"{c['seed']}, {c['max_update']:,} + {c['guide_updates']:,} updates), {d['gold_pairs']} gold pairs "
+               f"(dev: the first {d['dev_pairs']}); {h['cpu']}; {results['date']}. Command: `{results['command']}`.")
+    return "\n".join(out) + "\n"
+
+
 def table(results):
     """One markdown table (and its provenance line) of a results file."""
     if "points" in results:
         return curve_table(results)
+    if "rules" in results:
+        return links_table(results)
     out = ["| aligner | merge (chosen on dev) | dev AER | test AER | test P | test R | all AER | wall s | CPU s |",
            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     systems = results["systems"]

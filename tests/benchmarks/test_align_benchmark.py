@@ -109,3 +109,46 @@ def test_the_curve_pairs_the_two_directions_checkpoints_of_each_interval(tmp_pat
     got = bc.points(md, 600)
     assert list(got) == [600, 1200]
     assert got[600][1].endswith("rev/checkpoint_2_600.pt") and got[600][2] == 55.0 and got[1200][2] == 99.0
+
+
+def test_a_job_records_its_time_and_peak_memory_even_when_it_fails(tmp_path):
+    times = ab.Times(str(tmp_path / "times.json"))
+    grow = "b = bytearray(120 * 2 ** 20); b[::4096] = b'x' * len(b[::4096])"  # 120 MB, every page touched
+    times.run("big", [sys.executable, "-c", grow], str(tmp_path / "big.log"))
+    times.run("small", [sys.executable, "-c", "pass"], str(tmp_path / "small.log"))
+    assert times.data["big"]["max_rss_mb"] > 120 > times.data["small"]["max_rss_mb"] > 0
+    with pytest.raises(SystemExit, match=r"bad failed .*boom"):
+        times.run("bad", [sys.executable, "-c", "import sys; print('boom'); sys.exit(3)"], str(tmp_path / "bad.log"))
+    saved = json.loads((tmp_path / "times.json").read_text())
+    assert saved["bad"]["runs"] == 1 and saved["bad"]["wall_s"] > 0 and saved["big"]["cpu_s"] > 0
+
+
+def test_link_rules_keep_what_lies_above_each_threshold_and_count_without_gold(tmp_path):
+    import link_rules as lr
+
+    (tmp_path / "o").write_text("0-0 1-1 1-2\n\n2-0\n")
+    (tmp_path / "s").write_text("0.9 0.4 0.2\n\n0.6\n")
+    scored = lr.read_scored(str(tmp_path / "o"), str(tmp_path / "s"), 3)
+    assert scored == [[(0, 0, 0.9), (1, 1, 0.4), (1, 2, 0.2)], [], [(2, 0, 0.6)]]
+    assert lr.keep_above(scored, 0.5) == [[(0, 0)], [], [(2, 0)]]
+    assert lr.keep_above(scored, 0.3) == [[(0, 0), (1, 1)], [], [(2, 0)]]
+    t = lr.threshold_for_count(scored, 3)  # the three most probable links
+    assert sum(map(len, lr.keep_above(scored, t))) == 3 and 0.2 < t < 0.4
+    assert lr.threshold_for_count(scored, 99) == lr.FLOOR
+    got = dict(lr.rules(scored, [2, 0, 3], [3, 1, 1]))  # min words: 2 + 0 + 1 = 3
+    assert got["threshold 0.5"] == 0.5 and got["count = min words"] == t
+    (tmp_path / "bad").write_text("0.9\n\n0.6\n")
+    with pytest.raises(SystemExit, match=r"bad:1: 1 scores for 3 links"):
+        lr.read_scored(str(tmp_path / "o"), str(tmp_path / "bad"), 3)
+
+
+def test_a_link_rules_file_gets_its_own_table():
+    sc = {p: {"AER": 20.0, "P": 90.0, "R": 70.0} for p in ("dev", "test", "all")}
+    res = {"name": "toy", "command": "scripts/link_rules.py --work w", "date": "2026-01-01", "hardware": {"cpu": "CPU X"},
+           "data": {"gold_pairs": 3, "dev_pairs": 1}, "config": {"seed": 1, "max_update": 1200, "guide_updates": 300},
+           "dev_best": "threshold 0.5", "rules": [{"rule": "threshold 0.5", "threshold": 0.5, "links": 1234, "scores": sc},
+                                                  {"rule": "count = min words", "threshold": 0.41, "links": 99,
+                                                   "scores": sc}]}
+    t = at.table(res)
+    assert "| **threshold 0.5** | 0.500 | 1,234 | 20.00 |" in t and "| count = min words | 0.410 | 99 |" in t
+    assert "1,200 + 300 updates" in t and "`scripts/link_rules.py --work w`" in t
