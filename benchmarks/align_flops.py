@@ -379,6 +379,8 @@ def main(argv=None) -> int:
     rates = shape_rates(s, batches)  # the forward direction's shapes (the reverse one's are J and I swapped)
     B, J, _ = median_batch(batches)
     doc = report(wall, cpu, lines, dirs, rates, exp_rate(B * J, s.vocab), cpu_info())
+    doc.update(command=" ".join(["python -m benchmarks.align_flops", *(argv if argv is not None else sys.argv[1:])]),
+               date=time.strftime("%Y-%m-%d"))
     print(table(doc))
     if a.out:
         from benchmarks.common import write_json
