@@ -17,7 +17,7 @@ import statistics
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MARK = re.compile(r"(<!-- results: (\S+) -->\n)(.*?)(<!-- /results -->)", re.S)
+MARK = re.compile(r"(<!-- results: (\S+)( summary)? -->\n)(.*?)(<!-- /results -->)", re.S)
 
 
 def _f(x):
@@ -86,8 +86,9 @@ def links_table(results):
     return "\n".join(out) + "\n"
 
 
-def table(results):
-    """One markdown table (and its provenance line) of a results file."""
+def table(results, summary=False):
+    """One markdown table (and its provenance line) of a results file; ``summary``: a system run several times
+    gets its mean row alone."""
     if "points" in results:
         return curve_table(results)
     if "rules" in results:
@@ -97,7 +98,7 @@ def table(results):
     systems = results["systems"]
     for name in ("eflomal", "fast_align", "hmm-nmt-align-corpus", "hmm-nmt-align-corpus ensemble"):
         rows = [r for r in systems if r["system"] == name]
-        for r in rows:
+        for r in (rows if not summary or len(rows) < 2 else []):
             which = f", run {r['run']}" if "run" in r else f", seed {r['seed']}" if "seed" in r else \
                 f", seeds {','.join(map(str, r['seeds']))}" if "seeds" in r else ""
             out.append(_row(name + which, f"`{r['merge']}`" if name == "eflomal" else r["merge"], r["scores"],
@@ -118,7 +119,7 @@ def render(text, base=ROOT):
     """``text`` with every marked table rebuilt from its results file."""
     def sub(m):
         with open(os.path.join(base, m.group(2)), encoding="utf-8") as f:
-            return m.group(1) + table(json.load(f)) + m.group(4)
+            return m.group(1) + table(json.load(f), summary=bool(m.group(3))) + m.group(5)
     return MARK.sub(sub, text)
 
 

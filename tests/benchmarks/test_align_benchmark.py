@@ -158,3 +158,12 @@ def test_a_link_rules_file_gets_its_own_table():
     t = at.table(res)
     assert "| **threshold 0.5** | 0.500 | 1,234 | 20.00 |" in t and "| count = min words | 0.410 | 99 |" in t
     assert "1,200 + 300 updates" in t and "`scripts/link_rules.py --work w`" in t
+
+
+def test_a_summary_table_keeps_the_mean_rows_alone(tmp_path):
+    res = tmp_path / "r.json"
+    res.write_text(json.dumps(_results()))
+    page = f"<!-- results: {res} summary -->\nold\n<!-- /results -->\n"
+    text = at.render(page)
+    assert "| hmm-nmt-align-corpus, mean of 2 |" in text and "seed 1 |" not in text
+    assert "| eflomal, run 1 |" in text  # a system run once keeps its row
