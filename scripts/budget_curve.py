@@ -31,8 +31,8 @@ from hmm_nmt_align.base.atomic import atomic_write  # noqa: E402
 from hmm_nmt_align.corpus.budget import resolve  # noqa: E402
 from hmm_nmt_align.corpus.cli import _settle_manifest  # noqa: E402
 from hmm_nmt_align.corpus.cli import build_parser as corpus_parser  # noqa: E402
-from hmm_nmt_align.corpus.inputs import read_corpus  # noqa: E402
-from hmm_nmt_align.corpus.model_dir import ModelDir, _digest  # noqa: E402
+from hmm_nmt_align.corpus.inputs import Corpus  # noqa: E402
+from hmm_nmt_align.corpus.model_dir import ModelDir  # noqa: E402
 from hmm_nmt_align.corpus.prepare import prepare  # noqa: E402
 from hmm_nmt_align.corpus.train import _train_cmd  # noqa: E402
 
@@ -45,13 +45,13 @@ def train(opts, md_path):
     copts = corpus_parser().parse_args(["-s", f"{work}/corpus.src", "-t", f"{work}/corpus.tgt", "--model-dir", md_path,
                                         "-o", os.devnull, "--max-update", str(opts.max_update), "--guide-updates", "0",
                                         "--threads", "2", *opts.corpus_args])
-    src, tgt = read_corpus(copts.src, copts.tgt, None)
-    resolve(copts, src, tgt)
+    corpus = Corpus(copts.src, copts.tgt, None)
+    resolve(copts, corpus.src_len, corpus.tgt_len)
     os.makedirs(md_path, exist_ok=True)
     md = ModelDir(md_path)
-    _settle_manifest(md, copts, _digest(src, tgt), len(src))
+    _settle_manifest(md, copts, corpus.digest, len(corpus))
     if not md.done("bin"):
-        prepare(md, copts, src, tgt)
+        prepare(md, copts, corpus)
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     procs = []
     for name in ("fwd", "rev"):

@@ -7,7 +7,7 @@ pieces without EOS. The reverse direction's file holds the same links with the s
 """
 from typing import Iterable, List, Sequence, Tuple
 
-__all__ = ["piece_links", "write_link_dataset"]
+__all__ = ["piece_links", "write_link_dataset", "write_link_datasets"]
 
 
 def piece_links(links: Iterable[Tuple[int, int]], src_owner: Sequence[int], tgt_owner: Sequence[int]
@@ -31,14 +31,24 @@ def piece_links(links: Iterable[Tuple[int, int]], src_owner: Sequence[int], tgt_
 def write_link_dataset(prefix: str, rows: Iterable[Sequence[Tuple[int, int]]]) -> int:
     """``prefix.bin``/``prefix.idx`` as fairseq-preprocess ``--align-suffix`` writes them (mmap); returns the
     number of rows. The caller writes to a temporary prefix and renames both files."""
+    return write_link_datasets([prefix], rows)[0]
+
+
+def write_link_datasets(prefixes: Sequence[str], rows: Iterable[Sequence[Tuple[int, int]]]) -> Tuple[int, int]:
+    """:func:`write_link_dataset` of one stream of rows to ``prefixes[0]``, and with each link's sides swapped
+    to ``prefixes[1]`` when given (the reverse direction's file), in one pass: nothing held in memory. Returns
+    (rows, links)."""
     import numpy as np
     import torch
     from fairseq.data import indexed_dataset
 
-    builder = indexed_dataset.make_builder(prefix + ".bin", impl="mmap", vocab_size=None)
-    n = 0
+    builders = [indexed_dataset.make_builder(p + ".bin", impl="mmap", vocab_size=None) for p in prefixes]
+    n = n_links = 0
     for row in rows:
-        builder.add_item(torch.tensor(np.asarray(row, dtype=np.int64).reshape(-1), dtype=torch.int64))
-        n += 1
-    builder.finalize(prefix + ".idx")
-    return n
+        flat = np.asarray(row, dtype=np.int64).reshape(-1, 2)
+        for builder, links in zip(builders, (flat, flat[:, ::-1])):
+            builder.add_item(torch.from_numpy(np.ascontiguousarray(links).reshape(-1)))
+        n, n_links = n + 1, n_links + len(flat)
+    for builder, p in zip(builders, prefixes):
+        builder.finalize(p + ".idx")
+    return n, n_links

@@ -4,7 +4,7 @@ import torch
 from dhmm_testlib import zipf_dict
 from fairseq.data import LanguagePairDataset, data_utils
 
-from hmm_nmt_align.guide import piece_links, write_link_dataset
+from hmm_nmt_align.guide import piece_links, write_link_dataset, write_link_datasets
 
 
 def test_piece_links_cover_every_piece_pair_of_linked_words():
@@ -32,3 +32,12 @@ def test_dataset_reads_back_through_fairseqs_loader_and_collater(tmp_path):
     sample = pairs.collater([pairs[k] for k in range(3)])
     assert sample["alignments"].shape == (4, 2)  # every link in range: none dropped
 
+
+
+def test_both_directions_are_written_in_one_pass_the_reverse_with_its_sides_swapped(tmp_path):
+    rows = [[(0, 0), (1, 0), (1, 2)], [], [(3, 0), (2, 5)]]
+    fwd, rev = str(tmp_path / "a.src-tgt"), str(tmp_path / "a.tgt-src")
+    assert write_link_datasets([fwd, rev], iter(rows)) == (3, 5)  # a generator: nothing needs the rows twice
+    read = [data_utils.load_indexed_dataset(p, None, "mmap") for p in (fwd, rev)]
+    assert [read[0][k].view(-1, 2).tolist() for k in range(3)] == [[list(x) for x in r] for r in rows]
+    assert [read[1][k].view(-1, 2).tolist() for k in range(3)] == [[[i, j] for j, i in r] for r in rows]

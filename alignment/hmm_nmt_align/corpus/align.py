@@ -65,8 +65,9 @@ def _aligners(md: ModelDir, opts, stage: Optional[str] = None, both: bool = True
     return fwd, rev
 
 
-def align(md: ModelDir, opts, src, tgt, load=None) -> Tuple[List[Tuple[int, str]], Optional[str]]:
-    """Stage 6: every line's links, merged and per direction (as asked), streamed in input order to temporary
+def align(md: ModelDir, opts, corpus, load=None) -> Tuple[List[Tuple[int, str]], Optional[str]]:
+    """Stage 6: every line's links, merged and per direction (as asked), read from ``corpus`` (an
+    :class:`.inputs.Corpus`) and streamed in input order to temporary
     files that replace the outputs when all lines are done; returns the lines too long for a model, and the
     warning for text mostly unknown to the model's dictionary (None when it is not). ``load``: see
     :func:`_aligners`."""
@@ -83,7 +84,7 @@ def align(md: ModelDir, opts, src, tgt, load=None) -> Tuple[List[Tuple[int, str]
     if not opts.no_progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(src), desc="aligning both directions", unit="pair", file=sys.stderr)
+        bar = tqdm(total=len(corpus), desc="aligning both directions", unit="pair", file=sys.stderr)
     paths = {k: p for k, p in (("output", opts.output), ("fwd", opts.fwd), ("rev", opts.rev),
                                ("scores", opts.scores)) if p}
     errors, counts = [], {}
@@ -93,8 +94,8 @@ def align(md: ModelDir, opts, src, tgt, load=None) -> Tuple[List[Tuple[int, str]
         files = {k: stack.enter_context(open(stack.enter_context(atomic_output(p)), "w", encoding="utf-8"))
                  for k, p in paths.items()}
         with _signals_held(False):
-            for start in range(0, len(src), ALIGN_CHUNK):
-                s, t = src[start:start + ALIGN_CHUNK], tgt[start:start + ALIGN_CHUNK]
+            for keys, s, t in corpus.chunks(ALIGN_CHUNK):
+                start = keys[0]
                 with autocast("bf16" if bf16 else "fp32", _device(opts)):
                     out, e, stats = _align_chunk(fwd, rev, opts, s, t, segmenter, decision, threshold)
                 errors += [(start + k, why) for k, why in e]

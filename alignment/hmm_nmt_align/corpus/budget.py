@@ -24,10 +24,10 @@ GUIDE_SHARE = 4  # the second pass: 1 / GUIDE_SHARE of the first pass's updates
 VOCAB_SIZE = 4000  # joint BPE symbols, the characters included (--vocab-size)
 
 
-def batch_tokens(src: Sequence[Sequence[str]], tgt: Sequence[Sequence[str]]) -> int:
+def batch_tokens(src_len: Sequence[int], tgt_len: Sequence[int]) -> int:
     """The tokens one pass over the training pairs puts in fairseq's batches (pairs with words on both sides;
-    the longer side and its end of sentence), in words."""
-    return sum(max(len(s), len(t)) + 1 for s, t in zip(src, tgt) if s and t)
+    the longer side and its end of sentence), in words; ``src_len``, ``tgt_len``: each line's words."""
+    return sum(max(s, t) + 1 for s, t in zip(src_len, tgt_len) if s and t)
 
 
 def default_updates(tokens: int, max_tokens: int) -> int:
@@ -38,11 +38,11 @@ def default_updates(tokens: int, max_tokens: int) -> int:
 BUDGET_KEYS = ("merges", "vocab_size", "max_update", "warmup_updates", "guide_updates")
 
 
-def resolve(opts, src, tgt, saved: Optional[dict] = None) -> str:
+def resolve(opts, src_len: Sequence[int], tgt_len: Sequence[int], saved: Optional[dict] = None) -> str:
     """Fill in the options of BUDGET_KEYS left at their default (None), in place; returns a line that says what
     was chosen and why (empty when nothing was). ``saved``: the settings of a model directory that has started
     training, whose own values hold where the command line is silent (a rerun continues that model, whatever
-    the defaults of this version)."""
+    the defaults of this version). ``src_len``, ``tgt_len``: each line's words."""
     if saved is not None:
         if opts.merges is None and opts.vocab_size is None:
             opts.merges, opts.vocab_size = saved.get("merges"), saved.get("vocab_size")
@@ -53,7 +53,7 @@ def resolve(opts, src, tgt, saved: Optional[dict] = None) -> str:
     if opts.merges is None and opts.vocab_size is None:
         opts.vocab_size = VOCAB_SIZE
     if opts.max_update is None:
-        tokens = batch_tokens(src, tgt)
+        tokens = batch_tokens(src_len, tgt_len)
         opts.max_update = default_updates(tokens, opts.max_tokens)
         told.append(f"{opts.max_update} updates per direction ({EPOCHS} passes over {tokens} tokens in batches "
                     f"of {opts.max_tokens}, within {MIN_UPDATES}-{MAX_UPDATES})")

@@ -14,7 +14,7 @@ from .align import _HELD, _load_direction, align
 from .budget import EPOCHS, MAX_UPDATES, MIN_UPDATES, resolve
 from .checks import MAX_POSITIONS, check_batch_fits, check_options
 from .device import _device
-from .inputs import _check_outputs, read_corpus
+from .inputs import Corpus, _check_outputs
 from .links import links
 from .model_dir import (
     ARCH_KEYS,
@@ -27,7 +27,6 @@ from .model_dir import (
     CorpusError,
     ModelDir,
     _config,
-    _digest,
     _log,
 )
 from .prepare import _run, prepare
@@ -178,22 +177,22 @@ def run(opts, launch=popen_trainer, preprocess=_run, load=_load_direction) -> in
     if opts.precision == "bf16" and not opts.align_only and _device(opts).type == "cuda":
         raise CorpusError("--precision bf16 trains on CPUs only (fairseq 0.12's --bf16 is its TPU path): train on "
                           "the GPU in fp32, then --align-only --precision bf16")
-    src, tgt = read_corpus(opts.src, opts.tgt, opts.input)
+    corpus = Corpus(opts.src, opts.tgt, opts.input)
     if opts.align_only:
         if not os.path.isdir(opts.model_dir):
             raise CorpusError(f"--align-only: --model-dir {opts.model_dir} holds no finished model (it does not exist)")
     else:  # a line takes at least as many pieces as words: a batch that cannot hold its words is refused now
-        check_batch_fits(((k, max(len(s), len(t))) for k, (s, t) in enumerate(zip(src, tgt)) if s and t),
+        check_batch_fits(((k, max(a, b)) for k, (a, b) in enumerate(zip(corpus.src_len, corpus.tgt_len)) if a and b),
                          opts.max_tokens, "words")
         os.makedirs(opts.model_dir, exist_ok=True)
     try:
         with locked(opts.model_dir, exclusive=not opts.align_only):
-            return _stages(opts, src, tgt, launch, preprocess, load)
+            return _stages(opts, corpus, launch, preprocess, load)
     except DirectoryBusy as e:
         raise CorpusError(str(e)) from None
 
 
-def _stages(opts, src, tgt, launch, preprocess, load) -> int:
+def _stages(opts, corpus, launch, preprocess, load) -> int:
     md = ModelDir(opts.model_dir)
     if opts.align_only:
         if not md.finished():
@@ -202,34 +201,34 @@ def _stages(opts, src, tgt, launch, preprocess, load) -> int:
         # a model that has started training keeps its settings where the command line is silent; --continue
         # trains a new budget (that many more updates) from this corpus
         saved = {**KEY_DEFAULTS, **md.data["config"]} if _trained(md) and not opts.cont else None
-        opts.budget_note = resolve(opts, src, tgt, saved)
-        _settle_manifest(md, opts, _digest(src, tgt), len(src))
+        opts.budget_note = resolve(opts, corpus.src_len, corpus.tgt_len, saved)
+        _settle_manifest(md, opts, corpus.digest, len(corpus))
         targets = _targets(md, opts)
         md.save()
         if opts.budget_note and not md.finished():
             _log(f"training budget from the corpus: {opts.budget_note}")
         if opts.cont or not md.done("bin"):
-            _log(f"segmenting and binarizing {len(src)} pairs")
+            _log(f"segmenting and binarizing {len(corpus)} pairs")
             with md.timed("prepare"):
-                prepare(md, opts, src, tgt, run=preprocess)
+                prepare(md, opts, corpus, run=preprocess)
         with md.timed("train"):
             train(md, opts, targets, not opts.no_progress, launch=launch)
         if opts.guide_updates:
             with md.timed("links"):
-                links(md, opts, src, tgt, load=load)
+                links(md, opts, corpus, load=load)
             with md.timed("guide"):
                 train(md, opts, {name: (opts.guide_updates, None) for pair in md.members(opts.seeds)
                                  for name in pair}, not opts.no_progress, stage="guide", launch=launch)
-    _log(f"aligning {len(src)} pairs")
+    _log(f"aligning {len(corpus)} pairs")
     # a reader (--align-only) writes nothing into the model directory: other readers may share it
     with (md.timed("align") if not opts.align_only else contextlib.nullcontext()):
-        errors, warning = align(md, opts, src, tgt, load=load)
+        errors, warning = align(md, opts, corpus, load=load)
     if warning:
         _log(f"warning: {warning}")
     path = opts.input or opts.src
     for k, why in errors:  # the contract of hmm-nmt-align (LONG_LINES): the line left empty, exit 0
         sys.stderr.write(too_long_warning(PROG, path, k, why) + "\n")
-    _log(f"{len(src)} lines aligned; {sum(1 for s, t in zip(src, tgt) if not s or not t)} with an empty side"
+    _log(f"{len(corpus)} lines aligned; {corpus.empty_sides()} with an empty side"
          + (f", {len(errors)} too long for the model (left empty)" if errors else ""))
     return 0
 

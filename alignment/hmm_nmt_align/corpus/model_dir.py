@@ -1,7 +1,6 @@
 """The model directory of ``hmm-nmt-align-corpus`` and its ``manifest.json``: the settings a model was made with,
 the corpus it was made from (a digest), and the stages done. Every other stage reads and marks it."""
 import contextlib
-import hashlib
 import json
 import math
 import os
@@ -10,7 +9,7 @@ import resource
 import shutil
 import sys
 import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from hmm_nmt_align.base.atomic import atomic_write
 
@@ -40,13 +39,6 @@ class CorpusError(Exception):
 
 def _log(msg: str) -> None:
     sys.stderr.write(f"hmm-nmt-align-corpus: {msg}\n")
-
-
-def _digest(src: Sequence[Sequence[str]], tgt: Sequence[Sequence[str]]) -> str:
-    h = hashlib.sha256()
-    for s, t in zip(src, tgt):
-        h.update((" ".join(s) + "\t" + " ".join(t) + "\n").encode("utf-8"))
-    return h.hexdigest()
 
 
 def _config(opts) -> dict:

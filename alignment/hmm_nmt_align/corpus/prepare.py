@@ -5,25 +5,40 @@ import os
 import shutil
 import subprocess
 import sys
+from array import array
+from collections import Counter
 from typing import Callable, List, Sequence, Tuple
 
-from hmm_nmt_align.base.atomic import atomic_write
+from hmm_nmt_align.base.atomic import atomic_output, atomic_write
 
 from .checks import check_batch_fits
 from .model_dir import CorpusError, ModelDir
 
 
-def _segment_files(segmenter, src, tgt, prefix: str, keep: Sequence[int]) -> List[Tuple[int, int]]:
-    """``PREFIX.src`` and ``PREFIX.tgt``: lines ``keep`` segmented; returns (line, pieces of its longer side)."""
-    longest = {k: 0 for k in keep}
-    for side, lines in (("src", src), ("tgt", tgt)):
-        rows = []
-        for k in keep:
-            pieces = segmenter.segment(lines[k])[0]
-            longest[k] = max(longest[k], len(pieces))
-            rows.append(" ".join(pieces) + "\n")
-        atomic_write(f"{prefix}.{side}", "".join(rows))
-    return list(longest.items())
+def _segment_files(segmenter, corpus, train: Sequence[int], valid: Sequence[int], prefix: str) -> array:
+    """``PREFIX/train.{src,tgt}`` and ``PREFIX/valid.{src,tgt}``: the lines ``train`` and ``valid`` segmented, in one
+    pass over the corpus; returns the pieces of each training line's longer side."""
+    longest = array("I")
+    valid_set, pos = set(valid), 0  # train is increasing: a pointer, not a set of millions
+    with contextlib.ExitStack() as stack:
+        out = {(part, side): stack.enter_context(open(stack.enter_context(atomic_output(f"{prefix}/{part}.{side}")),
+                                                      "w", encoding="utf-8"))
+               for part in ("train", "valid") for side in ("src", "tgt")}
+        for k, s, t in corpus.pairs():
+            in_train = pos < len(train) and train[pos] == k
+            if not (in_train or k in valid_set):
+                continue
+            ps, pt = segmenter.segment(s)[0], segmenter.segment(t)[0]
+            for part, keep in (("train", in_train), ("valid", k in valid_set)):
+                if keep:
+                    out[part, "src"].write(" ".join(ps) + "\n")
+                    out[part, "tgt"].write(" ".join(pt) + "\n")
+            if in_train:
+                longest.append(max(len(ps), len(pt)))
+                pos += 1
+        for f in out.values():
+            f.close()  # before atomic_output renames them
+    return longest
 
 
 def _run(cmd: List[str], log: str, what: str) -> None:
@@ -36,11 +51,11 @@ def _run(cmd: List[str], log: str, what: str) -> None:
         raise CorpusError(f"{what} failed (log: {log}): {' | '.join(tail)}")
 
 
-def _split(src, tgt, valid_lines: int, patience: int) -> Tuple[List[int], List[int]]:
+def _split(corpus, valid_lines: int, patience: int) -> Tuple[array, array]:
     """The training and held-out lines (those with words on both sides; the last ones held out). Without
     --patience nothing validates: the held-out lines train too (fairseq-preprocess still gets them as its valid
     subset), so a small corpus loses none of its pairs."""
-    train = [k for k in range(len(src)) if src[k] and tgt[k]]
+    train = array("I", (k for k, (a, b) in enumerate(zip(corpus.src_len, corpus.tgt_len)) if a and b))
     if not train:
         raise CorpusError("no line has words on both sides: nothing to train on")
     n_valid = min(valid_lines, max(1, len(train) // 10))
@@ -49,21 +64,22 @@ def _split(src, tgt, valid_lines: int, patience: int) -> Tuple[List[int], List[i
     return (train[:-n_valid] if len(train) > n_valid else train), train[-n_valid:]
 
 
-def prepare(md: ModelDir, opts, src, tgt, run: Callable[[List[str], str, str], None] = _run) -> None:
+def prepare(md: ModelDir, opts, corpus, run: Callable[[List[str], str, str], None] = _run) -> None:
     """Stages 1 and 2: BPE codes (new model only) and the binarized pairs. ``run(cmd, log, what)`` runs
     fairseq-preprocess's command line (a test passes a fake)."""
     from subword_nmt.learn_bpe import learn_bpe
 
     from hmm_nmt_align.base.segment import load_segmenter
 
-    train, valid = _split(src, tgt, opts.valid_lines, opts.patience)
+    train, valid = _split(corpus, opts.valid_lines, opts.patience)
     os.makedirs(md.file("text"), exist_ok=True)
     if not md.done("codes"):
-        counts = {}
-        for lines in (src, tgt):
-            for words in lines:
-                for w in words:
-                    counts[w] = counts.get(w, 0) + 1
+        counts, tgt_counts = Counter(), Counter()
+        for _, s, t in corpus.pairs():
+            counts.update(s)
+            tgt_counts.update(t)
+        for w, c in tgt_counts.items():  # the source's words first, as the merges' ties are broken in this order
+            counts[w] += c
         vocab = io.StringIO("".join(f"{w} {c}\n" for w, c in counts.items()))
         out = io.StringIO()
         with contextlib.redirect_stderr(io.StringIO()):  # its own progress bar
@@ -73,10 +89,9 @@ def prepare(md: ModelDir, opts, src, tgt, run: Callable[[List[str], str, str], N
         atomic_write(md.file("codes"), out.getvalue())
         md.mark("codes", merges=sum(1 for line in out.getvalue().splitlines() if not line.startswith("#version")))
     segmenter = load_segmenter(md.file("codes"), None)
-    lengths = _segment_files(segmenter, src, tgt, md.file("text", "train"), train)
+    lengths = _segment_files(segmenter, corpus, train, valid, md.file("text"))
     # fairseq-train would stop on such a line mid-training (lines over the positions it leaves out itself)
-    check_batch_fits(lengths, opts.max_tokens, "pieces")
-    _segment_files(segmenter, src, tgt, md.file("text", "valid"), valid)
+    check_batch_fits(zip(train, lengths), opts.max_tokens, "pieces")
     dest = md.file("bin.new")
     if os.path.isdir(dest):
         shutil.rmtree(dest)
