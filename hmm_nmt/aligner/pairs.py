@@ -34,13 +34,18 @@ class EncodedPair:
     unk: int = 0
 
 
+def _ids(pieces: Sequence[str], d) -> List[int]:
+    """The dictionary's ids of the pieces, EOS appended: ``Dictionary.encode_line`` of the pieces joined by
+    spaces, without its one tensor write per piece."""
+    return [d.index(p) for p in pieces] + [d.eos()]
+
+
 def encode_pair(src_words: Sequence[str], tgt_words: Sequence[str], segmenter, src_dict, tgt_dict) -> EncodedPair:
     sp, so = segmenter.segment(src_words)
     tp, to = segmenter.segment(tgt_words)
-    src = src_dict.encode_line(" ".join(sp), add_if_not_exist=False, append_eos=True).long()
-    tgt = tgt_dict.encode_line(" ".join(tp), add_if_not_exist=False, append_eos=True).long()
-    unk = int(src.eq(src_dict.unk()).sum()) + int(tgt.eq(tgt_dict.unk()).sum())
-    return EncodedPair(src, tgt, so, to, unk)
+    src, tgt = _ids(sp, src_dict), _ids(tp, tgt_dict)
+    unk = src.count(src_dict.unk()) + tgt.count(tgt_dict.unk())
+    return EncodedPair(torch.tensor(src, dtype=torch.long), torch.tensor(tgt, dtype=torch.long), so, to, unk)
 
 
 def pair_dataset(pairs: Sequence[EncodedPair], task):
