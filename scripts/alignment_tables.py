@@ -86,6 +86,22 @@ def links_table(results):
     return "\n".join(out) + "\n"
 
 
+def memory_table(results):
+    """Peak resident memory per corpus size and stage of a ``scripts/corpus_memory.py`` results file."""
+    out = ["| pairs | stage | driver MB | largest child MB | tree MB |", "| ---: | --- | ---: | ---: | ---: |"]
+    for run in results["runs"]:
+        for stage, p in run["peaks"].items():
+            out.append(f"| {run['pairs']:,} | {stage} | {p['driver']:,.0f} | {p['child']:,.0f} | {p['tree']:,.0f} |")
+        m = run["max"]
+        out.append(f"| {run['pairs']:,} | **all** ({run['wall_s']:,.0f} s) | **{m['driver']:,.0f}** | "
+                   f"**{m['child']:,.0f}** | **{m['tree']:,.0f}** |")
+    h = results["hardware"]
+    out.append("")
+    out.append(f"{results['data']}; `hmm-nmt-align-corpus` options: `{' '.join(results['options']) or 'defaults'}`; "
+               f"{h['cpu']}, {h['cores']} cores; {results['date']}. Command: `{results['command']}`.")
+    return "\n".join(out) + "\n"
+
+
 def table(results, summary=False):
     """One markdown table (and its provenance line) of a results file; ``summary``: a system run several times
     gets its mean row alone."""
@@ -93,6 +109,8 @@ def table(results, summary=False):
         return curve_table(results)
     if "rules" in results:
         return links_table(results)
+    if "runs" in results:
+        return memory_table(results)
     out = ["| aligner | merge (chosen on dev) | dev AER | test AER | test P | test R | all AER | wall s | CPU s |",
            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     systems = results["systems"]
