@@ -34,10 +34,10 @@ different line counts, a missing ``|||``, an output that is an input) name the f
 write nothing; Ctrl-C exits 130, leaving the model directory resumable and no partial output.
 """
 from .cli import main
-from .inputs import read_corpus
+from .inputs import Corpus, read_corpus
 from .model_dir import DEFAULT_LINKS, DEFAULT_POOL, DEFAULT_SYMMETRIZE, CorpusError, ModelDir
 
-# one module a stage: model_dir (the manifest), inputs, prepare (1-2), train (3, 5), links (4), align (6), with
+# one module a stage: model_dir (the manifest), inputs (the corpus, streamed), prepare (1-2), train (3, 5), links (4), align (6), with
 # device (where, in which precision) and budget (the defaults that follow the corpus); cli: the options and the
 # stages in order
-__all__ = ["main", "read_corpus", "CorpusError", "ModelDir", "DEFAULT_LINKS", "DEFAULT_POOL", "DEFAULT_SYMMETRIZE"]
+__all__ = ["main", "Corpus", "read_corpus", "CorpusError", "ModelDir", "DEFAULT_LINKS", "DEFAULT_POOL", "DEFAULT_SYMMETRIZE"]

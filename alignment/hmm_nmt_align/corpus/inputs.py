@@ -1,5 +1,5 @@
-"""The input of ``hmm-nmt-align-corpus`` (``-s``/``-t`` or ``-i``), read before anything is made, and the checks
-of its outputs: an error names the file and line, or the flag."""
+"""The input of ``hmm-nmt-align-corpus`` (``-s``/``-t`` or ``-i``), checked before anything is made and streamed to
+every stage (:class:`Corpus`), and the checks of its outputs: an error names the file and line, or the flag."""
 import contextlib
 import hashlib
 import itertools
