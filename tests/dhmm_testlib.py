@@ -116,12 +116,13 @@ def check_beam_scores_equal_likelihood(m, d):
 
 
 def check_posteriors_autograd_equal_explicit(m, d):
-    """Autograd posteriors equal the explicit forward-backward and sum to 1 per real target position;
+    """Autograd posteriors equal the explicit and the scaled forward-backward and sum to 1 per real target position;
     returns them for further checks."""
     src, lens, prev, target = batch(d)
     auto = m.alignment_posteriors(src, lens, prev, target, method="autograd")
     explicit = m.alignment_posteriors(src, lens, prev, target, method="explicit")
     torch.testing.assert_close(auto, explicit)
+    torch.testing.assert_close(m.alignment_posteriors(src, lens, prev, target), auto)  # the default: scaled
     torch.testing.assert_close(auto.sum(-1), target.ne(d.pad()).to(auto.dtype))
     return auto
 
