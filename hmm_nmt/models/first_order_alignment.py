@@ -62,11 +62,14 @@ class FirstOrderAlignment(_CachedSourceMixin, nn.Module):
         r_t = src["r"].transpose(1, 2)  # (B, d, J)
         # (B, I x J', d) @ (B, d, J): one bmm, where broadcasting r over I would copy it I times
         qp = q[:, :, None, :] * src["p"][:, None, :, :]  # (B, I, J', d)
-        tri = torch.bmm(qp.reshape(qp.size(0), -1, qp.size(3)), r_t).view(*qp.shape[:3], -1)  # (B, I, J', J)
-        energy = tri + base[:, :, None, :] + src["jump"][:, None]
-        start = (q * self.p_start) @ r_t + base + src["start"][:, None, :]  # (B, I, J)
+        bsz, tgt_len, src_len, dim = qp.shape
         mask = src["mask"]
-        log_trans = torch.log_softmax(upcast(energy).masked_fill(mask[:, None, None, :], direct.MASKED), -1)
+        # the biases, source padding folded into the jump bias, in one (B, I, J', J) buffer that the trilinear
+        # product is added to (baddbmm): no separate sums or masking pass over the largest tensor
+        bias = base[:, :, None, :] + src["jump"].masked_fill(mask[:, None, :], direct.MASKED)[:, None]
+        energy = torch.baddbmm(bias.view(bsz, tgt_len * src_len, -1), qp.view(bsz, -1, dim), r_t)
+        start = (q * self.p_start) @ r_t + base + src["start"][:, None, :]  # (B, I, J)
+        log_trans = torch.log_softmax(upcast(energy.view(bsz, tgt_len, src_len, -1)), -1)
         log_init = torch.log_softmax(upcast(start).masked_fill(mask[:, None, :], direct.MASKED), -1)
         return log_init, log_trans
 
