@@ -11,7 +11,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from hmm_nmt_align.base.atomic import atomic_output
 
-from .device import _bf16, _device, _gpus
+from .device import _align_batch, _bf16, _device, _gpus
 from .model_dir import DEFAULT_POOL, CorpusError, ModelDir
 
 ALIGN_CHUNK = 20000  # pairs aligned at a time: memory stays bounded whatever the corpus size
@@ -29,7 +29,7 @@ def _align_chunk(fwd, rev, opts, src, tgt, segmenter, decision, threshold) -> Tu
     links, stats, errors = align_text(*fwd, src, tgt, segmenter, ["posterior"],
                                   LinkOptions(decision, threshold, False, opts.symmetrize if both else None,
                                               DEFAULT_POOL),
-                                  batch_size=64, max_tokens=opts.align_max_tokens, rev=rev if both else None,
+                                  batch_size=_align_batch(opts), max_tokens=opts.align_max_tokens, rev=rev if both else None,
                                   scores=bool(opts.scores), directional=both and bool(opts.fwd or opts.rev),
                                   parallel=opts.parallel_align)
     out = {}

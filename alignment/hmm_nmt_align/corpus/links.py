@@ -4,7 +4,7 @@ import os
 import sys
 
 from .align import ALIGN_CHUNK, _aligners
-from .device import _bf16, _device
+from .device import _align_batch, _bf16, _device
 from .model_dir import DEFAULT_LINKS, DEFAULT_POOL, DEFAULT_SYMMETRIZE, CorpusError, ModelDir, _log
 from .prepare import _split
 
@@ -42,8 +42,9 @@ def links(md: ModelDir, opts, corpus, load=None) -> None:
     def rows():
         for _, s, t in corpus.chunks(ALIGN_CHUNK, train_lines):
             with autocast("bf16" if _bf16(opts) else "fp32", _device(opts)):
-                out, _, _ = align_text(*fwd, s, t, segmenter, ["posterior"], opts_links, batch_size=64,
-                                       max_tokens=opts.align_max_tokens, rev=rev, parallel=opts.parallel_align)
+                out, _, _ = align_text(*fwd, s, t, segmenter, ["posterior"], opts_links,
+                                       batch_size=_align_batch(opts), max_tokens=opts.align_max_tokens, rev=rev,
+                                       parallel=opts.parallel_align)
             for words, a, b in zip(out["posterior"], s, t):  # a line too long for a model: no links, a free row
                 yield piece_links(words, segmenter.segment(a)[1], segmenter.segment(b)[1])
             if bar is not None:
