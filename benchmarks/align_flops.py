@@ -99,18 +99,20 @@ def pair_flops(s: Sizes, J: int, I: int) -> Counts:
     if s.order == 1:  # FirstOrderAlignment: k, p, r of h_j; q of s_i; q.k, start, and the trilinear (q * p_j') . r_j
         out["alignment"] = {"projections": 6 * J * de * da + 2 * I * dd * da,
                             "scores": 4 * I * J * da + 2 * I * J * J * da}
+        # the scaled forward-backward (hmm_nmt.hmm.scaled): a (1 x J') by (J' x J) product per step, each way
+        out["dp"] = {"products": 4 * max(I - 1, 0) * J * J}
     return out
 
 
 def elementwise_ops(s: Sizes, J: int, I: int) -> Dict[str, int]:
     """Estimated elementwise operations of one pair (one per element and operation, an exponential as one):
     the lexicon's mean, max, shift and exponential over (I + J) x V; Eq. 6's add and ReLU over I x J x d; the
-    first order's energy sum and log-softmax over I x J x J; the DP's log-space products, forward (add, max,
-    shift, exp, sum per (j', j)) and the backward of autograd (shift, exp, product, sum)."""
+    first order's bias sum and log-softmax over I x J x J; the scaled DP's transitions raised, exponentiated and
+    masked once over I x J x J, then per step the emission, total and scaling over J, both ways."""
     ops = {"lexicon": 4 * (J + I) * s.vocab, "eq6": 2 * s.dhmm_blocks * I * J * s.d_dec}
     if s.order == 1:
-        ops["alignment"] = 7 * I * J * J
-        ops["dp"] = 9 * max(I - 1, 0) * J * J
+        ops["alignment"] = 4 * I * J * J
+        ops["dp"] = 3 * I * J * J + 8 * I * J
     else:
         ops["dp"] = 7 * I * J
     return ops

@@ -63,7 +63,7 @@ def _by_component(per_module):
     """FlopCounterMode's counts grouped as the analytic ones, by the modules that ran them. A module's count holds
     what ran inside its forward: the first order's source projections run in the decoder's forward but outside
     their parent's (a per-sentence cache), the lexicon's projections after the decoder's forward, and the
-    separable lexicon's logits and normalisers in no module (the rest of the total)."""
+    separable lexicon's logits and normalisers and the DP's products in no module (the rest of the total)."""
     def of(name):
         return sum(per_module.get(name, {}).values())
 
@@ -73,7 +73,7 @@ def _by_component(per_module):
     return {"encoder": of("DHMMEncoder"), "decoder": layers,
             "alignment": of(dec + ".first_order") + sum(of(f"{dec}.first_order.{k}_proj") for k in "kpr"),
             "lexicon projections": lex,
-            "lexicon logits and normalisers": of("Global") - of("DHMMEncoder") - of(dec) - lex}
+            "lexicon logits and normalisers, DP": of("Global") - of("DHMMEncoder") - of(dec) - lex}
 
 
 @pytest.mark.parametrize("J, I", [(1, 1), (2, 5), (7, 4), (13, 17)])
@@ -86,8 +86,10 @@ def test_the_count_of_one_pair_equals_the_flop_counter(model, J, I):
     assert _by_component(per_module) == {
         "encoder": sum(c["encoder"].values()), "decoder": sum(c["decoder"].values()),
         "alignment": sum(c["alignment"].values()), "lexicon projections": c["lexicon"]["projections"],
-        "lexicon logits and normalisers": c["lexicon"]["logits"] + c["lexicon"]["normalisers"]}
-    assert c["dp"] == {}  # the DP's products are log-space sums: no matmul
+        "lexicon logits and normalisers, DP": c["lexicon"]["logits"] + c["lexicon"]["normalisers"]
+        + sum(c["dp"].values())}
+    # the first order's scaled DP: one (1 x J) by (J x J) product per step after the first, forward and backward
+    assert c["dp"] == ({"products": 4 * (I - 1) * J * J} if sizes.order == 1 else {})
     assert (sizes.order == 1) == bool(c["alignment"])
 
 
@@ -109,7 +111,7 @@ def test_the_lexicon_dominates_at_a_real_vocabulary_and_grows_as_the_formulas_sa
     c = af.pair_flops(s, 30, 30)
     assert c["lexicon"]["logits"] == 2 * 60 * 128 * 4000 and c["lexicon"]["normalisers"] == 2 * 900 * 4000
     assert max(c, key=lambda k: sum(c[k].values())) == "lexicon"
-    assert c["dp"] == {} and af.elementwise_ops(s, 30, 30)["dp"] == 9 * 29 * 900
+    assert c["dp"] == {"products": 4 * 29 * 900} and af.elementwise_ops(s, 30, 30)["dp"] == 3 * 30 * 900 + 8 * 900
     # the trilinear alignment scores are the one I x J^2 x d matmul
     assert af.pair_flops(s, 60, 30)["alignment"]["scores"] - c["alignment"]["scores"] == \
         2 * 30 * (60 ** 2 - 30 ** 2) * 128 + 4 * 30 * 30 * 128
