@@ -10,13 +10,15 @@ defaults against eflomal and fast_align on the same text, every baseline at the 
 The corpus every aligner sees is the gold pairs followed by the training pairs (WORK/corpus.{src,tgt}); the
 first ``--dev-pairs`` gold pairs are the dev part (every choice is made there), the rest the test part, and
 ``all`` is every gold pair (the published figures' set). Systems, each run once and skipped on a rerun when its
-output exists (an interrupted benchmark resumes; a job's times are the sum of its runs, WORK/times.json):
+output exists (an interrupted benchmark resumes; a job's times are the sum of its runs and its ``code`` the
+checkout's commit when it ran, WORK/times.json):
 
 * ``hmm`` seed S: ``hmm-nmt-align-corpus -s -t --model-dir WORK/hmm.S --seed S -o -f -r`` with its defaults and
   the options after ``--``; its stage times come from the model directory's manifest. Its merged output uses
   no gold; its directions' hard merges are scored too, and listed.
 * ``hmm-ensemble``: with two seeds or more, ``hmm-nmt-align --model-dir WORK/hmm.1:WORK/hmm.2:...`` (their
-  posteriors averaged); its cost is the seeds' training plus this alignment.
+  posteriors averaged; ``--ensemble-seeds`` picks the members, all seeds by default) into
+  WORK/hmm-ensemble.1-2.align, named by its members; its cost is the seeds' training plus this alignment.
 * ``eflomal`` run K (``eflomal-align``, defaults; it is not seeded): both directions, every hard merge scored
   on dev, test and all; its row is the merge with the best dev AER.
 * ``fast_align`` (``systran-align``, ``fast_align -d -o -v``): symmetrized by the binding itself.
@@ -83,6 +85,18 @@ def hardware():
     return out
 
 
+def code_version():
+    """The checkout's commit (``-dirty`` with uncommitted changes to tracked files), or None outside git."""
+    try:
+        head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("-dirty" if dirty else "")
+
+
 class Times:
     """Wall clock and CPU seconds (user + system of this process's children) of each job, summed over its runs."""
 
@@ -94,6 +108,7 @@ class Times:
         """Run ``cmd`` (its output to ``log_path``), add its times to job ``name`` even when it fails, and its peak
         memory: the largest resident set of the command or any process it waited for (``ru_maxrss``)."""
         t0, r0, peak = time.time(), resource.getrusage(resource.RUSAGE_CHILDREN), None
+        self.data.setdefault(name, {"wall_s": 0.0, "cpu_s": 0.0, "runs": 0}).setdefault("code", code_version())
         try:
             with open(log_path, "a", encoding="utf-8") as f:
                 f.write(f"$ {shlex.join(cmd)}\n")
@@ -195,22 +210,22 @@ def run_hmm(opts, times, gold, n_gold, seed):
 
 
 def run_ensemble(opts, times, gold, n_gold, seeds, hmm_rows):
-    work = opts.work
-    out = os.path.join(work, "hmm-ensemble.align")
+    work, name = opts.work, "hmm-ensemble." + "-".join(map(str, seeds))  # a file per member set: never stale
+    out = os.path.join(work, f"{name}.align")
     if not os.path.exists(out):
         log(f"hmm-nmt-align --model-dir of seeds {seeds} (an ensemble)")
         dirs = os.pathsep.join(os.path.join(work, f"hmm.{s}") for s in seeds)
         cmd = [os.path.join(BIN, "hmm-nmt-align"), "--model-dir", dirs, "--src-text", os.path.join(work, "corpus.src"),
                "--tgt-text", os.path.join(work, "corpus.tgt"), "-o", out, "--no-progress"]
-        times.run("hmm-ensemble", cmd, os.path.join(work, "hmm-ensemble.log"))
-    own = times.data["hmm-ensemble"]
+        times.run(name, cmd, os.path.join(work, f"{name}.log"))
+    own = times.data[name]
     train = [r for r in hmm_rows if r["seed"] in seeds]
     return {"system": "hmm-nmt-align-corpus ensemble", "seeds": seeds, "merge": "default (no gold)",
             "scores": gold.score(_read_links(out, n_gold)),
             # the members' whole runs minus their own alignment stage, plus the ensemble's alignment
             "wall_s": own["wall_s"] + sum(r["wall_s"] - r["stages"].get("align", {}).get("wall_s", 0) for r in train),
             "cpu_s": own["cpu_s"] + sum(r["cpu_s"] - r["stages"].get("align", {}).get("cpu_s", 0) for r in train),
-            "align_wall_s": own["wall_s"]}
+            "align_wall_s": own["wall_s"], **({"code": own["code"]} if "code" in own else {})}
 
 
 def run_eflomal(opts, times, gold, n_gold, k):
@@ -277,6 +292,8 @@ def build_parser():
     p.add_argument("--train-src", nargs="+", default=[], help="training text (.gz read too), aligned with the gold")
     p.add_argument("--train-tgt", nargs="+", default=[])
     p.add_argument("--seeds", type=int, nargs="*", default=[1], help="seeds of hmm-nmt-align-corpus (none: skip it)")
+    p.add_argument("--ensemble-seeds", type=int, nargs="*",
+                   help="the seeds whose models the ensemble averages (default: all of --seeds; none: no ensemble)")
     p.add_argument("--eflomal-runs", type=int, default=1)
     p.add_argument("--fast-align", action="store_true", help="also fast_align (systran-align)")
     p.add_argument("--results", help="the results JSON to write (default WORK/results.json)")
@@ -294,6 +311,8 @@ def main(argv=None):
     gs, gt = _lines(opts.gold_src), _lines(opts.gold_tgt)
     if len(gs) != len(gt):
         raise SystemExit(f"align_benchmark: --gold-src has {len(gs)} lines, --gold-tgt {len(gt)}")
+    if opts.ensemble_seeds and not set(opts.ensemble_seeds) <= set(opts.seeds):
+        raise SystemExit("align_benchmark: --ensemble-seeds must be among --seeds")
     if not 0 <= opts.dev_pairs < len(gs):
         raise SystemExit(f"align_benchmark: --dev-pairs must be in [0, {len(gs)})")
     gold = Gold(opts, [len(x.split()) for x in gs], [len(x.split()) for x in gt])
@@ -317,8 +336,9 @@ def main(argv=None):
         rows.append(run_fast_align(opts, times, gold, len(gs)))
     hmm = [run_hmm(opts, times, gold, len(gs), s) for s in opts.seeds]
     rows += hmm
-    if len(opts.seeds) >= 2:
-        rows.append(run_ensemble(opts, times, gold, len(gs), opts.seeds, hmm))
+    members = opts.seeds if opts.ensemble_seeds is None else opts.ensemble_seeds
+    if len(members) >= 2:
+        rows.append(run_ensemble(opts, times, gold, len(gs), members, hmm))
     results = {"name": opts.name, "command": os.environ.get("ALIGN_BENCHMARK_COMMAND") or _command(),
                "data": {"gold_pairs": len(gs), "dev_pairs": opts.dev_pairs, "test_pairs": len(gs) - opts.dev_pairs,
                         "training_pairs": n_train, "gold": os.path.basename(opts.gold), "note": opts.data_note},

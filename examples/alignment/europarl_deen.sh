@@ -3,7 +3,8 @@
 # with its defaults against eflomal and fast_align in the same run (scripts/align_benchmark.py).
 #
 #   examples/alignment/europarl_deen.sh [--data DIR] [--work DIR] [--seeds "1 2 3"] [--eflomal-runs N]
-#                                       [--results FILE] [-- hmm-nmt-align-corpus options]
+#                                       [--ensemble-seeds "1 2"] [--results FILE]
+#                                       [-- hmm-nmt-align-corpus options]
 #
 # DIR is the europarl_deen folder (gold/deen.{de,en,talp}, train/comtrans.{de,en}.gz; default
 # ../shared/data/europarl_deen). The gold is 1-based, German first; its first 100 pairs are the dev part (every
@@ -20,5 +21,5 @@ done
 exec "$PYTHON" "$REPO/scripts/align_benchmark.py" --name europarl-deen --work "$WORK" \
   --gold-src "$DATA/gold/deen.de" --gold-tgt "$DATA/gold/deen.en" --gold "$DATA/gold/deen.talp" --gold-one-based \
   --dev-pairs 100 --train-src "$DATA/train/comtrans.de.gz" --train-tgt "$DATA/train/comtrans.en.gz" \
-  --seeds $SEEDS --eflomal-runs "$RUNS" --fast-align --results "$RESULTS" \
+  --seeds $SEEDS "${ENSEMBLE[@]}" --eflomal-runs "$RUNS" --fast-align --results "$RESULTS" \
   --data-note "RWTH de-en Europarl gold (dev: first 100 pairs) + 23,580 ComTrans Europarl pairs" -- "${EXTRA[@]}"

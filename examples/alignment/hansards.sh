@@ -4,7 +4,8 @@
 # its defaults against eflomal and fast_align in the same run (scripts/align_benchmark.py).
 #
 #   examples/alignment/hansards.sh [--data DIR] [--work DIR] [--seeds "1 2 3"] [--eflomal-runs N]
-#                                  [--results FILE] [-- hmm-nmt-align-corpus options]
+#                                  [--ensemble-seeds "1 2"] [--results FILE]
+#                                  [-- hmm-nmt-align-corpus options]
 #
 # DIR is the hansards_enfr folder (gold/, train/isi_train.{e,f}.gz; default ../shared/data/hansards_enfr).
 # `all` in the results is trial + test; the published figures are on the 447 test pairs.
@@ -28,6 +29,6 @@ fi
 # shellcheck disable=SC2086
 exec "$PYTHON" "$REPO/scripts/align_benchmark.py" --name hansards-enfr --work "$WORK" \
   --gold-src "$N/gold.en" --gold-tgt "$N/gold.fr" --gold "$N/gold.gold" --gold-one-based --dev-pairs 37 \
-  --train-src "$N/train.en" --train-tgt "$N/train.fr" --seeds $SEEDS --eflomal-runs "$RUNS" --fast-align \
+  --train-src "$N/train.en" --train-tgt "$N/train.fr" --seeds $SEEDS "${ENSEMBLE[@]}" --eflomal-runs "$RUNS" --fast-align \
   --results "$RESULTS" --data-note "Hansards trial (37, dev) + test (447) gold + 310,661 ISI pairs, normalized" \
   -- "${EXTRA[@]}"
