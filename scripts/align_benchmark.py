@@ -305,14 +305,14 @@ def build_parser():
 def main(argv=None):
     opts = build_parser().parse_args(argv)
     opts.hmm_args = opts.hmm_args[1:] if opts.hmm_args[:1] == ["--"] else opts.hmm_args
+    if opts.ensemble_seeds and not set(opts.ensemble_seeds) <= set(opts.seeds):
+        raise SystemExit("align_benchmark: --ensemble-seeds must be among --seeds")
     if len(opts.train_src) != len(opts.train_tgt):
         raise SystemExit("align_benchmark: give as many --train-tgt as --train-src files")
     os.makedirs(opts.work, exist_ok=True)
     gs, gt = _lines(opts.gold_src), _lines(opts.gold_tgt)
     if len(gs) != len(gt):
         raise SystemExit(f"align_benchmark: --gold-src has {len(gs)} lines, --gold-tgt {len(gt)}")
-    if opts.ensemble_seeds and not set(opts.ensemble_seeds) <= set(opts.seeds):
-        raise SystemExit("align_benchmark: --ensemble-seeds must be among --seeds")
     if not 0 <= opts.dev_pairs < len(gs):
         raise SystemExit(f"align_benchmark: --dev-pairs must be in [0, {len(gs)})")
     gold = Gold(opts, [len(x.split()) for x in gs], [len(x.split()) for x in gt])

@@ -129,8 +129,20 @@ def table(results, summary=False):
                f"{d['test_pairs']}) aligned with {d['training_pairs']:,} training pairs; "
                f"{h['cpu']}, {h['cores']} cores{', ' + h['gpu'] if h.get('gpu') else ''}; seeds "
                f"{', '.join(map(str, results['seeds']))}; eflomal runs: {results['eflomal_runs']}; {results['date']}. "
-               f"Command: `{results['command']}`.")
+               f"Command: `{results['command']}`." + _code_note(systems))
     return "\n".join(out) + "\n"
+
+
+def _code_note(systems):
+    """Which commit each seed of hmm-nmt-align-corpus ran from, where the results file says (its ``code``)."""
+    by_code = {}
+    for r in systems:
+        if r["system"] == "hmm-nmt-align-corpus" and r.get("code"):
+            by_code.setdefault(r["code"], []).append(str(r["seed"]))
+    if not by_code:
+        return ""
+    parts = [f"seed{'s' if len(s) > 1 else ''} {', '.join(s)}: {c}" for c, s in by_code.items()]
+    return " Code of hmm-nmt-align-corpus: " + "; ".join(parts) + "."
 
 
 def render(text, base=ROOT):

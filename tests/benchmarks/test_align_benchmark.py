@@ -167,3 +167,46 @@ def test_a_summary_table_keeps_the_mean_rows_alone(tmp_path):
     text = at.render(page)
     assert "| hmm-nmt-align-corpus, mean of 2 |" in text and "seed 1 |" not in text
     assert "| eflomal, run 1 |" in text  # a system run once keeps its row
+
+
+def test_a_job_records_the_commit_it_ran_from(tmp_path):
+    times = ab.Times(str(tmp_path / "times.json"))
+    times.run("job", [sys.executable, "-c", "pass"], str(tmp_path / "job.log"))
+    code = json.loads((tmp_path / "times.json").read_text())["job"]["code"]
+    head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True)
+    if head.returncode:
+        assert code is None  # a copy without git
+    else:
+        assert code.split("-")[0] == head.stdout.strip()
+
+
+def test_an_ensemble_is_named_by_its_members_so_more_seeds_run_it_again(tmp_path, monkeypatch):
+    runs = []
+    monkeypatch.setattr(ab.Times, "run", lambda self, name, cmd, log_path: (
+        runs.append(name), open(cmd[cmd.index("-o") + 1], "w").write("0-0\n0-0\n"),
+        self.add(name, 1.0, 2.0)))
+    gold = _gold(tmp_path, ["0-0\n", "0-0\n"], dev=1)
+    times = ab.Times(str(tmp_path / "times.json"))
+    opts = SimpleNamespace(work=str(tmp_path))
+    hmm = [{"seed": s, "wall_s": 10.0, "cpu_s": 20.0, "stages": {"align": {"wall_s": 1.0, "cpu_s": 2.0}}}
+           for s in (1, 2, 3)]
+    two = ab.run_ensemble(opts, times, gold, 2, [1, 2], hmm)
+    three = ab.run_ensemble(opts, times, gold, 2, [1, 2, 3], hmm)
+    ab.run_ensemble(opts, times, gold, 2, [1, 2], hmm)  # done: not run again
+    assert runs == ["hmm-ensemble.1-2", "hmm-ensemble.1-2-3"]
+    assert two["seeds"] == [1, 2] and two["cpu_s"] == 2.0 + 2 * 18.0 and three["cpu_s"] == 2.0 + 3 * 18.0
+    assert (tmp_path / "hmm-ensemble.1-2-3.align").exists()
+
+
+def test_ensemble_seeds_must_be_among_the_seeds():
+    with pytest.raises(SystemExit, match="--ensemble-seeds must be among --seeds"):
+        ab.main(["--name", "x", "--work", "w", "--gold-src", "s", "--gold-tgt", "t", "--gold", "g", "--dev-pairs", "1",
+                 "--seeds", "1", "2", "--ensemble-seeds", "1", "3"])
+
+
+def test_the_provenance_line_names_each_seeds_code():
+    res = _results()
+    res["systems"][1]["code"], res["systems"][2]["code"] = "abc123", "def456"
+    assert "Code of hmm-nmt-align-corpus: seed 1: abc123; seed 2: def456." in at.table(res)
+    res["systems"][2]["code"] = "abc123"
+    assert "Code of hmm-nmt-align-corpus: seeds 1, 2: abc123." in at.table(res)
