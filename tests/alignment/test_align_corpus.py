@@ -185,6 +185,27 @@ def test_seeds_train_an_ensemble_equal_to_separate_seeds_and_a_finished_model_gr
 
 
 @pytest.mark.slow
+def test_a_second_pass_shorter_than_the_corpus_trains_on_a_sample_of_it(made, tmp_path):
+    """4 updates of 256 tokens cannot see the 120 pairs: the links and the second pass are a sample's, which
+    fairseq-train reads from guide-bin/ with its links; the outputs are the whole corpus's."""
+    from fairseq.data import data_utils
+
+    work, src, _, _ = made
+    p = run(work, "-s", "c.src", "-t", "c.tgt", "--model-dir", str(tmp_path / "m"), "-o", str(tmp_path / "s.align"),
+            *[x if x != "8" else "4" for x in TINY], "--max-tokens", "256")
+    assert p.returncode == 0, p.stderr[-2000:]
+    done = json.loads((tmp_path / "m" / "manifest.json").read_text())["done"]
+    n = done["links"]["sample"]
+    assert 0 < n < done["bin"]["train_pairs"] and f"aligning {n} of the {done['bin']['train_pairs']} training" in p.stderr
+    g = tmp_path / "m" / "guide-bin"
+    assert len(data_utils.load_indexed_dataset(str(g / "train.align.src-tgt"), None, "mmap")) == n
+    for name in ("fwd", "rev"):
+        log = (tmp_path / "m" / f"{name}.guided" / "train.log").read_text()
+        assert f"loaded {n} examples from: {g}" in log and done[f"guide.{name}"]["updates"] == 4
+    assert len((tmp_path / "s.align").read_text().split("\n")) == len(src) + 1
+
+
+@pytest.mark.slow
 def test_another_second_pass_on_a_finished_model_remakes_only_the_second_pass(made, tmp_path):
     """--guide-updates 0 on a finished directory drops the second pass and aligns with the first (as the forward
     first-pass checkpoint does alone); asking for the second pass again makes the same links and checkpoints."""

@@ -22,6 +22,7 @@ PAIRS = [("cat dog sun", "SUN CAT DOG"), ("tree house", "HOUSE TREE"), ("bird re
          ("zebra cat", "CAT ZEBRA"), ("tree sun big bird", "BIRD TREE BIG SUN"), ("red house dog", "DOG RED HOUSE OF"),
          ("cat bird", "BIRD CAT"), ("sun tree", "TREE SUN")]
 TRAIN_LINES = [k for k, (s, t) in enumerate(PAIRS) if s and t]  # without --patience the held-out pair trains too
+BINS = ("src-tgt.src", "src-tgt.tgt")
 SETTINGS = ["--cpu", "--threads", "1", "--no-progress", "--merges", "200", "--lr", "0.003", "--warmup-updates", "40",
             "--max-update", "6", "--guide-updates", "4", "--guide-weight", "2.5", "--seed", "7"]
 
@@ -77,19 +78,31 @@ class FakeTrainer:
 
 
 def fake_preprocess(cmd, log, what):
-    """fairseq-preprocess as ``run(cmd, log, what)``: the joined dictionary of the segmented training text."""
+    """fairseq-preprocess as ``run(cmd, log, what)``: the joined dictionary of the segmented training text, and
+    the training and held-out pairs binarized with it (fairseq's own dataset builder)."""
+    from fairseq.data import Dictionary, indexed_dataset
+
     opts = flags(cmd)
     assert what == "fairseq-preprocess" and opts["--joined-dictionary"] is True
-    os.makedirs(opts["--destdir"])
+    dest = opts["--destdir"]
+    os.makedirs(dest)
     counts = {}
     for side in ("src", "tgt"):
         with open(f"{opts['--trainpref']}.{side}", encoding="utf-8") as f:
             for piece in f.read().split():
                 counts[piece] = counts.get(piece, 0) + 1
     for side in ("src", "tgt"):
-        with open(os.path.join(opts["--destdir"], f"dict.{side}.txt"), "w", encoding="utf-8") as f:
+        with open(os.path.join(dest, f"dict.{side}.txt"), "w", encoding="utf-8") as f:
             f.write("".join(f"{w} {c}\n" for w, c in sorted(counts.items(), key=lambda x: (-x[1], x[0]))))
-    open(os.path.join(opts["--destdir"], "train.src-tgt.src.bin"), "wb").close()
+    for split, pref in (("train", opts["--trainpref"]), ("valid", opts["--validpref"])):
+        for side in ("src", "tgt"):
+            d = Dictionary.load(os.path.join(dest, f"dict.{side}.txt"))
+            out = os.path.join(dest, f"{split}.src-tgt.{side}")
+            builder = indexed_dataset.make_builder(out + ".bin", impl="mmap", vocab_size=len(d))
+            with open(f"{pref}.{side}", encoding="utf-8") as f:
+                for line in f:
+                    builder.add_item(d.encode_line(line, add_if_not_exist=False, append_eos=True))
+            builder.finalize(out + ".idx")
 
 
 class SameWord(torch.nn.Module):
@@ -208,7 +221,9 @@ def test_the_stages_run_in_order_each_on_what_the_one_before_marked_done(two_see
     assert manifest(work)["config"]["guide_weight"] == 2.5 and manifest(work)["config"]["seeds"] == 2
     # bin/ holds what preprocess made; the segmented training text is the training lines, words whole
     assert sorted(os.listdir(work / "m" / "bin")) == ["dict.src.txt", "dict.tgt.txt"] + [
-        f"train.align.{side}.{ext}" for side in ("src-tgt", "tgt-src") for ext in ("bin", "idx")] + ["train.src-tgt.src.bin"]
+        f"{part}.{side}.{ext}" for part, sides in (("train.align", ("src-tgt", "tgt-src")), ("train", BINS)) for side in
+        sides for ext in ("bin", "idx")] + [f"valid.{side}.{ext}" for side in BINS for ext in ("bin", "idx")]
+    assert not (work / "m" / "guide-bin").exists()  # the second pass's updates cover the corpus: no sample
     assert (work / "m" / "text" / "train.tgt").read_text().splitlines()[0] == "SUN CAT DOG"
 
 
@@ -230,7 +245,7 @@ def test_the_second_pass_flags(two_seeds):
     m = str(work / "m")
     for k, name in enumerate(["fwd", "rev", "fwd.2", "rev.2"]):
         f = flags(trainer.cmds[4 + k])
-        assert f["--save-dir"] == f"{m}/{name}.guided"
+        assert f["--save-dir"] == f"{m}/{name}.guided" and trainer.cmds[4 + k][3] == f"{m}/bin"
         assert (f["--lr"], f["--warmup-updates"]) == ("0.0015", "20")
         assert (f["--max-update"], f["--total-num-update"]) == ("4", "4")
         assert f["--alignment-guide-weight"] == "2.5" and f["--load-alignments"] is True
@@ -340,3 +355,71 @@ def test_each_phase_records_its_wall_clock_and_cpu_seconds_summed_over_runs(tmp_
     again = manifest(tmp_path)["times"]
     assert again["prepare"] == times["prepare"] and again["prepare"]["wall_s"] == before
     assert again["align"]["runs"] == 2 and again["align"]["wall_s"] >= times["align"]["wall_s"]
+
+
+# ----------------------------------------------------------------------------------------------- the sample
+def _items(prefix):
+    from fairseq.data import data_utils
+
+    data = data_utils.load_indexed_dataset(prefix, None, "mmap")
+    return [data[k].tolist() for k in range(len(data))]
+
+
+@pytest.fixture(scope="module")
+def sampled(tmp_path_factory):
+    """A model directory whose second pass (2 updates of 10 tokens) cannot see every training pair."""
+    work = tmp_path_factory.mktemp("sample")
+    corpus(work)
+    trainer, loader = align_corpus(work, "--max-tokens", "10", "--guide-updates", "2")
+    return work, trainer, loader
+
+
+def test_the_second_pass_trains_on_a_sample_its_updates_cannot_exhaust(sampled):
+    from hmm_nmt_align.corpus.links import guide_sample
+
+    work, trainer, _ = sampled
+    md = ModelDir(str(work / "m"))
+    sample = guide_sample(md, SimpleNamespace(guide_updates=2, max_tokens=10, seed=7))
+    src, tgt = _items(md.file("bin", "train.src-tgt.src")), _items(md.file("bin", "train.src-tgt.tgt"))
+    tokens = [max(len(src[k]), len(tgt[k])) for k in sample]
+    assert 0 < len(sample) < len(TRAIN_LINES) and list(sample) == sorted(set(sample.tolist()))
+    assert sum(tokens) >= 2 * 10 > sum(tokens) - max(tokens)  # enough for the updates, not many more
+    # guide-bin/: the sample's pairs, sliced from bin/, beside bin/'s dictionaries and held-out pairs
+    g = work / "m" / "guide-bin"
+    assert _items(str(g / "train.src-tgt.src")) == [src[k] for k in sample]
+    assert _items(str(g / "train.src-tgt.tgt")) == [tgt[k] for k in sample]
+    for name in ("dict.src.txt", "dict.tgt.txt", "valid.src-tgt.src.bin", "valid.src-tgt.tgt.idx"):
+        assert (g / name).read_bytes() == (work / "m" / "bin" / name).read_bytes()
+    # the links of those pairs only, in their order; bin/ holds none
+    assert len(_items(str(g / "train.align.src-tgt"))) == len(_items(str(g / "train.align.tgt-src"))) == len(sample)
+    assert not any(n.startswith("train.align") for n in os.listdir(work / "m" / "bin"))
+    links = manifest(work)["done"]["links"]
+    assert links["pairs"] == links["sample"] == len(sample)
+    # the first pass trains on bin/, the second on guide-bin/
+    assert [c[3] for c in trainer.cmds] == [str(work / "m" / "bin")] * 2 + [str(g)] * 2
+    # another seed, another sample of the same size rule
+    other = guide_sample(md, SimpleNamespace(guide_updates=2, max_tokens=10, seed=8))
+    assert sum(max(len(src[k]), len(tgt[k])) for k in other) >= 20
+
+
+def test_the_sample_links_are_the_same_as_aligning_every_pair(sampled, two_seeds):
+    """The links of a sampled pair are the links it gets when every pair is aligned (the stubs are the same)."""
+    from hmm_nmt_align.corpus.links import guide_sample
+
+    work, _, _ = sampled
+    md = ModelDir(str(work / "m"))
+    sample = guide_sample(md, SimpleNamespace(guide_updates=2, max_tokens=10, seed=7))
+    every = _items(str(two_seeds[0] / "m" / "bin" / "train.align.src-tgt"))
+    assert _items(md.file("guide-bin", "train.align.src-tgt")) == [every[k] for k in sample]
+
+
+def test_another_second_pass_length_draws_its_sample_again(tmp_path):
+    corpus(tmp_path)
+    align_corpus(tmp_path, "--max-tokens", "10", "--guide-updates", "2")
+    small = manifest(tmp_path)["done"]["links"]["sample"]
+    trainer, loader = align_corpus(tmp_path, "--max-tokens", "10", "--guide-updates", "3")
+    assert trainer.save_dirs() == ["fwd.guided", "rev.guided"] and loader.stages()[:2] == ["train", "train"]
+    assert manifest(tmp_path)["done"]["links"]["sample"] > small
+    trainer, loader = align_corpus(tmp_path, "--max-tokens", "10", "--guide-updates", "200")  # covers the corpus
+    assert not (tmp_path / "m" / "guide-bin").exists() and "sample" not in manifest(tmp_path)["done"]["links"]
+    assert flags(trainer.cmds[0])["--load-alignments"] is True and trainer.cmds[0][3] == str(tmp_path / "m" / "bin")

@@ -51,6 +51,9 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+GUIDE_DATA = "guide-bin"  # the second pass's sample of the training pairs, with their links (stage 4)
+
+
 def guided(name: str) -> str:
     """The second pass's folder of member folder ``name``."""
     return name + ".guided"
@@ -98,7 +101,7 @@ CONFIG = {
 }
 # what the stages read of each entry of "done", and which of it they require (other keys are kept as they are)
 DONE = {"codes": {"merges": _int(0)}, "bin": {"train_pairs": _int(0), "valid_pairs": _int(0)},
-        "links": {"seeds": _int(1), "pairs": _int(0), "links": _int(0)}}
+        "links": {"seeds": _int(1), "pairs": _int(0), "links": _int(0), "sample": _int(1)}}
 MEMBER = {"max_update": _int(1), "updates": _int(0)}
 REQUIRED = {"bin": ("train_pairs",), "links": ("links",), "member": ("max_update",)}
 MAX_SEEDS = 10000  # a manifest's seeds: each one is a folder per direction
@@ -216,6 +219,9 @@ class ModelDir:
             for ext in (".bin", ".idx"):
                 if os.path.exists(self.file("bin", f"train.align.{side}{ext}")):
                     os.remove(self.file("bin", f"train.align.{side}{ext}"))
+        for name in (GUIDE_DATA, GUIDE_DATA + ".new"):
+            if os.path.isdir(self.file(name)):
+                shutil.rmtree(self.file(name))
         self.save()
 
     def training_started(self) -> bool:

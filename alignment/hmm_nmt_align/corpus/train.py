@@ -12,7 +12,7 @@ import time
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from .device import _bf16_training, _gpus
-from .model_dir import CorpusError, ModelDir, _log, guided
+from .model_dir import GUIDE_DATA, CorpusError, ModelDir, _log, guided
 
 
 def _train_cmd(md: ModelDir, opts, name: str, max_update: int, budget: Optional[Tuple[float, float]] = None,
@@ -20,13 +20,15 @@ def _train_cmd(md: ModelDir, opts, name: str, max_update: int, budget: Optional[
     """fairseq-train's command line for the direction in folder ``name`` (``fwd``, ``rev``, ``fwd.2``, ...: its
     seed is --seed plus the member's index); ``budget``: (the clock's hours where --time-limit starts, fairseq's
     cumulative hours where it stops). ``stage="guide"``: the second pass, in ``guided(name)``, from the first
-    pass's checkpoint toward the links of ``bin/train.align.*``, at half the learning rate and warm-up."""
+    pass's checkpoint toward the links of ``train.align.*``, at half the learning rate and warm-up, on the sample
+    of ``guide-bin/`` where stage 4 made one."""
     from hmm_nmt_align.plugin import plugin_dir
 
     member = next(k for k, pair in enumerate(md.members(opts.seeds)) if name in pair)
     s, t = ("src", "tgt") if name.startswith("fwd") else ("tgt", "src")
     guide = stage == "guide"
-    cmd = [sys.executable, "-m", "fairseq_cli.train", md.file("bin"), "--source-lang", s, "--target-lang", t,
+    data = md.file(GUIDE_DATA if guide and "sample" in md.data["done"]["links"] else "bin")
+    cmd = [sys.executable, "-m", "fairseq_cli.train", data, "--source-lang", s, "--target-lang", t,
            "--user-dir", plugin_dir(), "--arch", "transformer_dhmm_first_order", "--share-all-embeddings",
            "--encoder-layers", str(opts.layers), "--decoder-layers", str(opts.layers),
            "--encoder-embed-dim", str(opts.embed_dim), "--decoder-embed-dim", str(opts.embed_dim),
