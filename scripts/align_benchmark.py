@@ -10,8 +10,8 @@ defaults against eflomal and fast_align on the same text, every baseline at the 
 The corpus every aligner sees is the gold pairs followed by the training pairs (WORK/corpus.{src,tgt}); the
 first ``--dev-pairs`` gold pairs are the dev part (every choice is made there), the rest the test part, and
 ``all`` is every gold pair (the published figures' set). Systems, each run once and skipped on a rerun when its
-output exists (an interrupted benchmark resumes; a job's times are the sum of its runs and its ``code`` the
-checkout's commit when it ran, WORK/times.json):
+output exists (an interrupted benchmark resumes; a job's times are the sum of its runs, its ``code`` the
+checkout's commit and its ``cpu`` the CPU model it ran on, both of every run when they differ, WORK/times.json):
 
 * ``hmm`` seed S: ``hmm-nmt-align-corpus -s -t --model-dir WORK/hmm.S --seed S -o -f -r`` with its defaults and
   the options after ``--``; its stage times come from the model directory's manifest. Its merged output uses
@@ -59,14 +59,19 @@ def _lines(path):
         return [line.rstrip("\n").rstrip("\r") for line in f]
 
 
-def hardware():
-    """The CPU model, cores, and GPU where one is used."""
+def cpu_model():
     cpu = platform.processor() or "unknown"
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
+    return cpu
+
+
+def hardware():
+    """The CPU model, cores, and GPU where one is used."""
+    cpu = cpu_model()
     flags = ""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
@@ -108,7 +113,13 @@ class Times:
         """Run ``cmd`` (its output to ``log_path``), add its times to job ``name`` even when it fails, and its peak
         memory: the largest resident set of the command or any process it waited for (``ru_maxrss``)."""
         t0, r0, peak = time.time(), resource.getrusage(resource.RUSAGE_CHILDREN), None
-        self.data.setdefault(name, {"wall_s": 0.0, "cpu_s": 0.0, "runs": 0}).setdefault("code", code_version())
+        job = self.data.setdefault(name, {"wall_s": 0.0, "cpu_s": 0.0, "runs": 0})
+        # a job resumed on other code or another CPU names both: its times are then a sum over the two
+        for key, value in (("code", code_version()), ("cpu", cpu_model())):
+            if key not in job:
+                job[key] = value
+            elif value and value not in (job[key] or "").split(" + "):
+                job[key] = f"{job[key]} + {value}"
         try:
             with open(log_path, "a", encoding="utf-8") as f:
                 f.write(f"$ {shlex.join(cmd)}\n")
@@ -225,7 +236,7 @@ def run_ensemble(opts, times, gold, n_gold, seeds, hmm_rows):
             # the members' whole runs minus their own alignment stage, plus the ensemble's alignment
             "wall_s": own["wall_s"] + sum(r["wall_s"] - r["stages"].get("align", {}).get("wall_s", 0) for r in train),
             "cpu_s": own["cpu_s"] + sum(r["cpu_s"] - r["stages"].get("align", {}).get("cpu_s", 0) for r in train),
-            "align_wall_s": own["wall_s"], **({"code": own["code"]} if "code" in own else {})}
+            "align_wall_s": own["wall_s"], **{k: own[k] for k in ("code", "cpu") if k in own}}
 
 
 def run_eflomal(opts, times, gold, n_gold, k):

@@ -129,20 +129,34 @@ def table(results, summary=False):
                f"{d['test_pairs']}) aligned with {d['training_pairs']:,} training pairs; "
                f"{h['cpu']}, {h['cores']} cores{', ' + h['gpu'] if h.get('gpu') else ''}; seeds "
                f"{', '.join(map(str, results['seeds']))}; eflomal runs: {results['eflomal_runs']}; {results['date']}. "
-               f"Command: `{results['command']}`." + _code_note(systems))
+               f"Command: `{results['command']}`." + _code_note(systems) + _cpu_note(systems, h["cpu"]))
     return "\n".join(out) + "\n"
+
+
+def _by_seed(systems, key):
+    """{value of ``key``: [seeds of hmm-nmt-align-corpus that recorded it]}."""
+    by = {}
+    for r in systems:
+        if r["system"] == "hmm-nmt-align-corpus" and r.get(key):
+            by.setdefault(r[key], []).append(str(r["seed"]))
+    return by
+
+
+def _seeds_note(title, by):
+    parts = [f"seed{'s' if len(s) > 1 else ''} {', '.join(s)}: {v}" for v, s in by.items()]
+    return f" {title}: " + "; ".join(parts) + "."
 
 
 def _code_note(systems):
     """Which commit each seed of hmm-nmt-align-corpus ran from, where the results file says (its ``code``)."""
-    by_code = {}
-    for r in systems:
-        if r["system"] == "hmm-nmt-align-corpus" and r.get("code"):
-            by_code.setdefault(r["code"], []).append(str(r["seed"]))
-    if not by_code:
-        return ""
-    parts = [f"seed{'s' if len(s) > 1 else ''} {', '.join(s)}: {c}" for c, s in by_code.items()]
-    return " Code of hmm-nmt-align-corpus: " + "; ".join(parts) + "."
+    by_code = _by_seed(systems, "code")
+    return _seeds_note("Code of hmm-nmt-align-corpus", by_code) if by_code else ""
+
+
+def _cpu_note(systems, cpu):
+    """Each seed's CPU, when some seed ran on another CPU than the one the results file names."""
+    by_cpu = _by_seed(systems, "cpu")
+    return _seeds_note("CPU of hmm-nmt-align-corpus", by_cpu) if set(by_cpu) - {cpu} else ""
 
 
 def render(text, base=ROOT):

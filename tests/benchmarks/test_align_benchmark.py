@@ -180,6 +180,27 @@ def test_a_job_records_the_commit_it_ran_from(tmp_path):
         assert code.split("-")[0] == head.stdout.strip()
 
 
+def test_a_job_resumed_on_another_cpu_or_commit_names_both(tmp_path, monkeypatch):
+    times = ab.Times(str(tmp_path / "times.json"))
+    monkeypatch.setattr(ab, "cpu_model", lambda: "CPU A")
+    monkeypatch.setattr(ab, "code_version", lambda: "abc")
+    times.run("job", [sys.executable, "-c", "pass"], str(tmp_path / "job.log"))
+    times.run("job", [sys.executable, "-c", "pass"], str(tmp_path / "job.log"))  # same again: named once
+    monkeypatch.setattr(ab, "cpu_model", lambda: "CPU B")
+    times.run("job", [sys.executable, "-c", "pass"], str(tmp_path / "job.log"))
+    job = json.loads((tmp_path / "times.json").read_text())["job"]
+    assert (job["cpu"], job["code"], job["runs"]) == ("CPU A + CPU B", "abc", 3)
+
+
+def test_the_provenance_line_names_a_seeds_cpu_only_when_it_differs():
+    res = _results()
+    cpu = res["hardware"]["cpu"]
+    res["systems"][1]["cpu"] = res["systems"][2]["cpu"] = cpu
+    assert "CPU of hmm-nmt-align-corpus" not in at.table(res)
+    res["systems"][2]["cpu"] = "Other CPU"
+    assert f"CPU of hmm-nmt-align-corpus: seed 1: {cpu}; seed 2: Other CPU." in at.table(res)
+
+
 def test_an_ensemble_is_named_by_its_members_so_more_seeds_run_it_again(tmp_path, monkeypatch):
     runs = []
     monkeypatch.setattr(ab.Times, "run", lambda self, name, cmd, log_path: (
