@@ -28,11 +28,13 @@ precision, recall, wall clock and CPU seconds) and prints its table (``scripts/a
 """
 import argparse
 import gzip
+import importlib.util
 import json
 import os
 import platform
 import resource
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -207,7 +209,7 @@ def run_hmm(opts, times, gold, n_gold, seed):
     out = os.path.join(work, f"{name}.align")
     if not os.path.exists(out):
         log(f"hmm-nmt-align-corpus, seed {seed}: progress in {work}/{name}/fwd/train.log")
-        cmd = [os.path.join(BIN, "hmm-nmt-align-corpus"), "-s", os.path.join(work, "corpus.src"),
+        cmd = [_tool("hmm-nmt-align-corpus"), "-s", os.path.join(work, "corpus.src"),
                "-t", os.path.join(work, "corpus.tgt"), "--model-dir", os.path.join(work, name), "--seed", str(seed),
                "-o", out, "-f", out + ".fwd", "-r", out + ".rev", "--no-progress", *opts.hmm_args]
         times.run(name, cmd, os.path.join(work, f"{name}.log"))
@@ -226,7 +228,7 @@ def run_ensemble(opts, times, gold, n_gold, seeds, hmm_rows):
     if not os.path.exists(out):
         log(f"hmm-nmt-align --model-dir of seeds {seeds} (an ensemble)")
         dirs = os.pathsep.join(os.path.join(work, f"hmm.{s}") for s in seeds)
-        cmd = [os.path.join(BIN, "hmm-nmt-align"), "--model-dir", dirs, "--src-text", os.path.join(work, "corpus.src"),
+        cmd = [_tool("hmm-nmt-align"), "--model-dir", dirs, "--src-text", os.path.join(work, "corpus.src"),
                "--tgt-text", os.path.join(work, "corpus.tgt"), "-o", out, "--no-progress"]
         times.run(name, cmd, os.path.join(work, f"{name}.log"))
     own = times.data[name]
@@ -239,13 +241,32 @@ def run_ensemble(opts, times, gold, n_gold, seeds, hmm_rows):
             "align_wall_s": own["wall_s"], **{k: own[k] for k in ("code", "cpu") if k in own}}
 
 
+def _tool(name):
+    """The path of command ``name``: beside this interpreter (its venv), else on PATH; None if neither."""
+    exe = os.path.join(BIN, name)
+    return exe if os.path.exists(exe) else shutil.which(name)
+
+
+def check_tools(opts):
+    """Every command the benchmark will run, before it runs any: one line naming what to install."""
+    need = ["hmm-nmt-align-corpus"] + (["hmm-nmt-align"] if len(opts.ensemble_seeds or opts.seeds) > 1 else [])
+    missing = [name for name in need if _tool(name) is None]
+    if missing:
+        raise SystemExit(f"align_benchmark: {', '.join(missing)} not found (make install, or pip install -e .)")
+    if opts.eflomal_runs and _tool("eflomal-align") is None:
+        raise SystemExit("align_benchmark: eflomal-align not found (pip install -e '.[baselines]', "
+                         "or --eflomal-runs 0)")
+    if opts.fast_align and importlib.util.find_spec("systran_align") is None:
+        raise SystemExit("align_benchmark: systran-align (fast_align) not installed (pip install -e '.[baselines]', "
+                         "or leave out --fast-align)")
+
+
 def run_eflomal(opts, times, gold, n_gold, k):
     work, name = opts.work, f"eflomal.{k}"
     fwd_path, rev_path = os.path.join(work, f"{name}.fwd"), os.path.join(work, f"{name}.rev")
     if not os.path.exists(rev_path):
         log(f"eflomal run {k} of {opts.eflomal_runs}")
-        exe = os.path.join(BIN, "eflomal-align")
-        cmd = [exe if os.path.exists(exe) else "eflomal-align", "-s", os.path.join(work, "corpus.src"),
+        cmd = [_tool("eflomal-align") or "eflomal-align", "-s", os.path.join(work, "corpus.src"),
                "-t", os.path.join(work, "corpus.tgt"), "-f", fwd_path + ".tmp", "-r", rev_path + ".tmp"]
         times.run(name, cmd, os.path.join(work, f"{name}.log"))
         os.replace(fwd_path + ".tmp", fwd_path)
@@ -320,6 +341,7 @@ def main(argv=None):
         raise SystemExit("align_benchmark: --ensemble-seeds must be among --seeds")
     if len(opts.train_src) != len(opts.train_tgt):
         raise SystemExit("align_benchmark: give as many --train-tgt as --train-src files")
+    check_tools(opts)
     os.makedirs(opts.work, exist_ok=True)
     gs, gt = _lines(opts.gold_src), _lines(opts.gold_tgt)
     if len(gs) != len(gt):

@@ -225,6 +225,33 @@ def test_ensemble_seeds_must_be_among_the_seeds():
                  "--seeds", "1", "2", "--ensemble-seeds", "1", "3"])
 
 
+_ARGS = ["--name", "x", "--gold-src", "s", "--gold-tgt", "t", "--gold", "g", "--dev-pairs", "1", "--seeds", "1", "2"]
+
+
+@pytest.mark.parametrize("absent, extra, message", [
+    ("eflomal-align", [], r"eflomal-align not found \(pip install -e '.\[baselines\]', or --eflomal-runs 0\)"),
+    ("hmm-nmt-align", [], r"hmm-nmt-align not found \(make install"),
+    ("systran_align", ["--fast-align"], r"systran-align \(fast_align\) not installed"),
+])
+def test_a_missing_aligner_stops_the_benchmark_before_it_starts(tmp_path, monkeypatch, absent, extra, message):
+    real_tool, real_spec = ab._tool, ab.importlib.util.find_spec
+    monkeypatch.setattr(ab, "_tool", lambda name: None if name == absent else real_tool(name) or name)
+    monkeypatch.setattr(ab.importlib.util, "find_spec", lambda name: None if name == absent else real_spec(name))
+    work = tmp_path / "work"
+    with pytest.raises(SystemExit, match=message):
+        ab.main(["--work", str(work), *_ARGS, *extra])
+    assert not work.exists()  # nothing written, no job timed
+
+
+def test_one_seed_needs_no_ensemble_command(tmp_path, monkeypatch):
+    monkeypatch.setattr(ab, "_tool", lambda name: None if name == "hmm-nmt-align" else name)
+    opts = ab.build_parser().parse_args(["--work", str(tmp_path), *_ARGS[:-1]])
+    ab.check_tools(opts)  # no SystemExit
+    opts.seeds = [1, 2]
+    with pytest.raises(SystemExit, match="hmm-nmt-align not found"):
+        ab.check_tools(opts)
+
+
 def test_the_provenance_line_names_each_seeds_code():
     res = _results()
     res["systems"][1]["code"], res["systems"][2]["code"] = "abc123", "def456"
