@@ -3,8 +3,10 @@
 Measures, for the first N lines of a corpus and a trained model directory: the wall time of the stage as the
 command runs it (both directions, ``--threads 1``: :func:`hmm_nmt_align.corpus.align._align_chunk`, which
 segments, batches, computes the posteriors and reads the links off; the outputs are not written), the
-floating-point operations of its matmuls per sentence pair counted analytically by component, and the float32
-matmul rate of this CPU on one thread, on a 2048^3 product and at the shapes the stage's matmuls have. It prints
+floating-point operations of its matmuls per sentence pair counted analytically by component, and the matmul
+rate of this CPU on one thread, on a 2048^3 product and at the shapes the stage's matmuls have: float32, or
+bf16 with ``--precision bf16``, which runs the stage under bf16 autocast as ``hmm-nmt-align-corpus --precision
+bf16`` does (``--links-out`` keeps the merged links, to compare the two). It prints
 the FLOP-limited time per pair (matmul FLOPs / rate: the needed ones, the executed ones with the batches'
 padding, and those at their shapes' rates) and the ratio measured / limit, and writes the figures as JSON
 (``--out``).
@@ -160,14 +162,16 @@ def cpu_info() -> dict:
             "amx": bool({"amx_tile", "amx_bf16"} & flags), "logical_cpus": os.cpu_count()}
 
 
-def matmul_rate(b: int, m: int, k: int, n: int, min_s: float = 0.3, repeats: int = 3) -> float:
-    """float32 FLOP/s of (b x) m x k by k x n on the current torch threads: the best of ``repeats`` timings,
-    each at least ``min_s`` of back-to-back products into one output buffer."""
+def matmul_rate(b: int, m: int, k: int, n: int, min_s: float = 0.3, repeats: int = 3, dtype=None) -> float:
+    """FLOP/s of (b x) m x k by k x n in ``dtype`` (float32 by default) on the current torch threads: the best
+    of ``repeats`` timings, each at least ``min_s`` of back-to-back products into one output buffer."""
     import torch
 
+    dtype = dtype or torch.float32
     # one product as torch.mm, as the linear layers run it; batched as torch.bmm, as the normalisers do
     mul, lead = (torch.mm, ()) if b == 1 else (torch.bmm, (b,))
-    x, y, out = torch.randn(*lead, m, k), torch.randn(*lead, k, n), torch.empty(*lead, m, n)
+    x, y = torch.randn(*lead, m, k).to(dtype), torch.randn(*lead, k, n).to(dtype)
+    out = torch.empty(*lead, m, n, dtype=dtype)
     mul(x, y, out=out)
     best = float("inf")
     for _ in range(repeats):
@@ -208,10 +212,12 @@ def _recording(model, log: dict) -> None:
     model.alignment_matrices = alignment_matrices
 
 
-def time_stage(model_dir: str, src_path: str, tgt_path: str, lines: int, warmup: int = 32):
+def time_stage(model_dir: str, src_path: str, tgt_path: str, lines: int, warmup: int = 32, precision="fp32",
+               out=None):
     """(wall s, CPU s, lines, {direction: (Sizes, members, {"batches", "model_s"})}) of the stage on the first
-    ``lines`` lines, after an untimed warm-up on the first ``warmup``; one torch thread, float32, as
-    ``--threads 1``."""
+    ``lines`` lines, after an untimed warm-up on the first ``warmup``; one torch thread, as ``--threads 1``, in
+    ``precision`` as ``--precision`` runs it (``bf16``: the matmuls under bf16 autocast). ``out``: a list that
+    receives the merged links of every line, for comparing precisions."""
     import torch
 
     from hmm_nmt.hmm.precision import autocast
@@ -228,7 +234,7 @@ def time_stage(model_dir: str, src_path: str, tgt_path: str, lines: int, warmup:
     src, tgt = read_corpus(src_path, tgt_path, None)
     src, tgt = src[:lines], tgt[:lines]
     # the command's defaults for -o alone (merged links): both directions, one batch layout
-    opts = SimpleNamespace(threads=1, cpu=True, precision="fp32", output="-", fwd=None, rev=None, scores=None,
+    opts = SimpleNamespace(threads=1, cpu=True, precision=precision, output="-", fwd=None, rev=None, scores=None,
                            symmetrize=DEFAULT_SYMMETRIZE, links=DEFAULT_LINKS, align_max_tokens=4000)
     decision, threshold = parse_decision(opts.links)
     segmenter = load_segmenter(md.file("codes"), None)
@@ -237,7 +243,7 @@ def time_stage(model_dir: str, src_path: str, tgt_path: str, lines: int, warmup:
     logs = {"fwd": {"batches": [], "model_s": 0.0}, "rev": {"batches": [], "model_s": 0.0}}
 
     def run(s, t):
-        with autocast("fp32", torch.device("cpu")):
+        with autocast(precision, torch.device("cpu")):
             return _align_chunk(fwd, rev, opts, s, t, segmenter, decision, threshold)
 
     run(src[:warmup], tgt[:warmup])
@@ -245,7 +251,9 @@ def time_stage(model_dir: str, src_path: str, tgt_path: str, lines: int, warmup:
     _recording(rev[0], logs["rev"])
     wall0, cpu0 = time.perf_counter(), time.process_time()
     for start in range(0, len(src), ALIGN_CHUNK):
-        run(src[start:start + ALIGN_CHUNK], tgt[start:start + ALIGN_CHUNK])
+        merged = run(src[start:start + ALIGN_CHUNK], tgt[start:start + ALIGN_CHUNK])[0]["output"]
+        if out is not None:
+            out.extend(merged)
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     dirs = {}
     for name, (model, _) in (("fwd", fwd), ("rev", rev)):
@@ -260,7 +268,7 @@ def median_batch(batches) -> Tuple[int, int, int]:
     return len(js), max(js), max(is_)
 
 
-def shape_rates(s: Sizes, batches) -> Dict[str, dict]:
+def shape_rates(s: Sizes, batches, dtype=None) -> Dict[str, dict]:
     """The matmul rate at the shapes of the median batch: the lexicon's logits (B J x d by d x V), its
     normalisers (B x I x V by V x J), the FFN (B J x d by d x f; the rate of the encoder and decoder), the first
     order's trilinear scores (B x I J x d by d x J), and a 2048^3 product for reference."""
@@ -269,7 +277,7 @@ def shape_rates(s: Sizes, batches) -> Dict[str, dict]:
               "normalisers": (B, I, s.vocab, J), "ffn": (1, B * J, s.d_enc, s.ffn_enc)}
     if s.order == 1:
         shapes["trilinear"] = (B, I * J, s.d_align, J)
-    return {k: {"shape": list(v), "gflops": matmul_rate(*v) / 1e9} for k, v in shapes.items()}
+    return {k: {"shape": list(v), "gflops": matmul_rate(*v, dtype=dtype) / 1e9} for k, v in shapes.items()}
 
 
 # the measured shape nearest to each part; the rest (linear layers, and attention, whose small per-head products
@@ -324,7 +332,8 @@ def table(doc: dict) -> str:
     c, dirs = doc["cpu"], doc["directions"]
     flags = ", ".join(f"{k} {'yes' if c[k] else 'no'}" for k in ("avx512f", "avx512_bf16", "amx"))
     fwd, s = dirs["fwd"], dirs["fwd"]["sizes"]
-    out = [f"CPU: {c['cpu']} ({flags}); torch {doc['torch']}, 1 thread, float32",
+    dtype = {"fp32": "float32", "bf16": "bf16 autocast"}[doc.get("precision", "fp32")]
+    out = [f"CPU: {c['cpu']} ({flags}); torch {doc['torch']}, 1 thread, {dtype}",
            f"model: order {s['order']}, separable lexicon, d = {s['d_dec']}, FFN {s['ffn_dec']}, "
            f"{s['enc_layers']} + {s['dec_layers']} layers, V = {s['vocab']} / {dirs['rev']['sizes']['vocab']}, "
            f"{fwd['members']} seed(s)",
@@ -341,7 +350,7 @@ def table(doc: dict) -> str:
             f"| **matmuls executed** | **{executed / 1e6:,.2f}** | 100% |",
             f"| elementwise ops executed, estimate, not in the limits | "
             f"{sum(doc['elementwise_ops_per_pair'].values()) / 1e6:,.2f} | |",
-            "", "| float32 matmul, 1 thread | shape (batch, m, k, n) | GFLOP/s |", "|---|---|---:|"]
+            "", f"| {dtype.split()[0]} matmul, 1 thread | shape (batch, m, k, n) | GFLOP/s |", "|---|---|---:|"]
     for k, r in doc["matmul_rates"].items():
         out.append(f"| {k} | {' x '.join(map(str, r['shape']))} | {r['gflops']:,.1f} |")
     out += ["", "| time per pair | ms | measured / this |", "|---|---:|---:|",
@@ -366,6 +375,11 @@ def main(argv=None) -> int:
     p.add_argument("--src-text", required=True, help="source side, word-tokenised, one sentence per line")
     p.add_argument("--tgt-text", required=True, help="target side, line-parallel")
     p.add_argument("--lines", type=int, default=2000, help="align the first N lines (default 2000)")
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                   help="the stage's matmuls as --precision runs them (bf16: autocast), the limits at that dtype's "
+                        "matmul rates (default fp32)")
+    p.add_argument("--links-out", metavar="FILE",
+                   help="write the merged links (Pharaoh, one line per line) here, to compare precisions")
     p.add_argument("--out", help="write the figures as JSON here")
     a = p.parse_args(argv)
     if a.lines < 1:
@@ -373,17 +387,24 @@ def main(argv=None) -> int:
     import torch
 
     torch.set_num_threads(1)
-    wall, cpu, lines, dirs = time_stage(a.model_dir, a.src_text, a.tgt_text, a.lines)
+    merged = []
+    wall, cpu, lines, dirs = time_stage(a.model_dir, a.src_text, a.tgt_text, a.lines, precision=a.precision,
+                                        out=merged)
     s, _, log = dirs["fwd"]
     batches = log["batches"]
     if not batches:
         raise SystemExit("align_flops: no pair was aligned (empty or too-long lines only)")
-    rates = shape_rates(s, batches)  # the forward direction's shapes (the reverse one's are J and I swapped)
+    dtype = torch.bfloat16 if a.precision == "bf16" else torch.float32
+    rates = shape_rates(s, batches, dtype)  # the forward direction's shapes (the reverse one's: J and I swapped)
     B, J, _ = median_batch(batches)
     doc = report(wall, cpu, lines, dirs, rates, exp_rate(B * J, s.vocab), cpu_info())
-    doc.update(command=" ".join(["python -m benchmarks.align_flops", *(argv if argv is not None else sys.argv[1:])]),
+    doc.update(precision=a.precision,command=" ".join(["python -m benchmarks.align_flops", *(argv if argv is not None else sys.argv[1:])]),
                date=time.strftime("%Y-%m-%d"))
     print(table(doc))
+    if a.links_out:
+        from hmm_nmt_align.base.atomic import atomic_write
+
+        atomic_write(a.links_out, "".join(" ".join(f"{i}-{j}" for i, j in sent) + "\n" for sent in merged))
     if a.out:
         from benchmarks.common import write_json
 

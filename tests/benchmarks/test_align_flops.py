@@ -139,3 +139,30 @@ def test_the_report_splits_the_executed_matmuls_into_needed_and_padding_and_divi
     assert doc["model_s_per_pair"] == pytest.approx(0.75 / 4)
     text = af.table(doc)
     assert "a CPU (avx512f yes, avx512_bf16 no, amx no)" in text and "| **matmuls executed** |" in text
+
+
+def test_the_matmul_rate_is_measured_in_the_dtype_asked():
+    seen = []
+    real_mm = torch.mm
+
+    def mm(x, y, out=None):
+        seen.append((x.dtype, y.dtype, out.dtype))
+        return real_mm(x, y, out=out)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(torch, "mm", mm)
+        assert af.matmul_rate(1, 8, 8, 8, min_s=0.0, repeats=1, dtype=torch.bfloat16) > 0
+        assert af.matmul_rate(1, 8, 8, 8, min_s=0.0, repeats=1) > 0
+    assert set(seen) == {(torch.bfloat16,) * 3, (torch.float32,) * 3}
+
+
+def test_the_table_names_the_precision():
+    s = af.Sizes(d_enc=8, ffn_enc=16, enc_layers=1, d_dec=8, ffn_dec=16, dec_layers=1, dhmm_blocks=1, d_out=8,
+                 vocab=50, order=1, d_align=8)
+    log = {"batches": [([3], [4])], "model_s": 0.1}
+    rates = {k: {"shape": [1, 2, 3, 4], "gflops": 1.0} for k in ("square", "logits", "normalisers", "ffn", "trilinear")}
+    cpu = {"cpu": "a CPU", "avx512f": True, "avx512_bf16": True, "amx": False, "logical_cpus": 2}
+    doc = af.report(1.0, 1.0, 1, {"fwd": (s, 1, log), "rev": (s, 1, log)}, rates, 1e9, cpu)
+    assert "1 thread, float32" in af.table(doc) and "| float32 matmul, 1 thread |" in af.table(doc)
+    doc["precision"] = "bf16"
+    assert "1 thread, bf16 autocast" in af.table(doc) and "| bf16 matmul, 1 thread |" in af.table(doc)
