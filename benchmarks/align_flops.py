@@ -360,7 +360,36 @@ def table(doc: dict) -> str:
         out.append(f"| limit: matmuls {k} | {v * 1e3:.3f} | {doc['ratio'][k]:.2f} |")
     out.append(f"| elementwise estimate at the exp rate ({doc['exp_ops_per_s'] / 1e9:.2f} G/s) | "
                f"{doc['elementwise_s_per_pair'] * 1e3:.3f} | |")
+    if doc.get("links_against"):
+        c = doc["links_against"]
+        out += ["", f"lines whose links differ from {c['file']}: {c['differing']} of {c['lines']}"]
+    if doc.get("gold"):
+        out.append("")
+        out += [f"{part}: AER {sc['AER']:.2f} (P {sc['P']:.2f}, R {sc['R']:.2f})" for part, sc in doc["gold"].items()]
     return "\n".join(out)
+
+
+def differing_lines(merged, path: str) -> dict:
+    """{lines, differing}: how many of the merged links' lines differ from the Pharaoh file ``path``'s."""
+    with open(path, encoding="utf-8") as f:
+        other = [set(x.split()) for x in f.read().splitlines()]
+    if len(other) != len(merged):
+        raise SystemExit(f"align_flops: --links-against {path} has {len(other)} lines, this run {len(merged)}")
+    ours = [{f"{i}-{j}" for i, j in sent} for sent in merged]
+    return {"lines": len(ours), "differing": sum(a != b for a, b in zip(ours, other))}
+
+
+def gold_scores(gold, merged, dev_pairs: int) -> dict:
+    """{dev, test: {AER, P, R} in percent} of the merged links of the corpus's first len(gold) lines."""
+    from hmm_nmt_align.aer import corpus_scores
+
+    parts = {"dev": range(0, dev_pairs), "test": range(dev_pairs, len(gold))}
+    out = {}
+    for part, rows in parts.items():
+        if len(rows):
+            s = corpus_scores([gold[k] for k in rows], [merged[k] for k in rows])
+            out[part] = {k: round(100.0 * s[k], 2) for k in ("AER", "P", "R")}
+    return out
 
 
 def _torch_version() -> str:
@@ -380,10 +409,26 @@ def main(argv=None) -> int:
                         "matmul rates (default fp32)")
     p.add_argument("--links-out", metavar="FILE",
                    help="write the merged links (Pharaoh, one line per line) here, to compare precisions")
+    p.add_argument("--links-against", metavar="FILE",
+                   help="another run's --links-out (e.g. the other precision): count the lines whose links differ")
+    p.add_argument("--gold", metavar="FILE", help="gold links (Pharaoh, sure - and possible p) of the corpus's first "
+                   "lines: their merged links are scored, the first --dev-pairs as dev, the rest as test")
+    p.add_argument("--gold-one-based", action="store_true", help="the gold counts words from 1")
+    p.add_argument("--dev-pairs", type=int, default=0, help="the gold's first N pairs are its dev part")
     p.add_argument("--out", help="write the figures as JSON here")
     a = p.parse_args(argv)
     if a.lines < 1:
         p.error("--lines must be positive")
+    gold = None
+    if a.gold:
+        from hmm_nmt_align.io import AlignmentFormatError, read_pharaoh
+
+        try:
+            gold = read_pharaoh(a.gold, one_based=a.gold_one_based)
+        except (OSError, AlignmentFormatError) as e:
+            p.error(f"--gold: {e}")
+        if not 0 <= a.dev_pairs <= len(gold) <= a.lines:
+            p.error(f"--gold has {len(gold)} lines: give --lines at least that and --dev-pairs at most that")
     import torch
 
     torch.set_num_threads(1)
@@ -398,6 +443,10 @@ def main(argv=None) -> int:
     rates = shape_rates(s, batches, dtype)  # the forward direction's shapes (the reverse one's: J and I swapped)
     B, J, _ = median_batch(batches)
     doc = report(wall, cpu, lines, dirs, rates, exp_rate(B * J, s.vocab), cpu_info())
+    if gold is not None:
+        doc["gold"] = gold_scores(gold, merged, a.dev_pairs)
+    if a.links_against:
+        doc["links_against"] = {"file": a.links_against, **differing_lines(merged, a.links_against)}
     doc.update(precision=a.precision,command=" ".join(["python -m benchmarks.align_flops", *(argv if argv is not None else sys.argv[1:])]),
                date=time.strftime("%Y-%m-%d"))
     print(table(doc))

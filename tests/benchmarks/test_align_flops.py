@@ -166,3 +166,22 @@ def test_the_table_names_the_precision():
     assert "1 thread, float32" in af.table(doc) and "| float32 matmul, 1 thread |" in af.table(doc)
     doc["precision"] = "bf16"
     assert "1 thread, bf16 autocast" in af.table(doc) and "| bf16 matmul, 1 thread |" in af.table(doc)
+
+
+def test_the_gold_parts_are_scored_from_the_merged_links():
+    from hmm_nmt_align.io import parse_pharaoh_line
+
+    gold = [parse_pharaoh_line("0-0 1-1"), parse_pharaoh_line("0-0 1p1"), parse_pharaoh_line("0-1")]
+    merged = [[(0, 0), (1, 1)], [(0, 0)], [(0, 0)]]
+    doc = af.gold_scores(gold, merged, dev_pairs=1)
+    assert doc["dev"] == {"AER": 0.0, "P": 100.0, "R": 100.0}
+    # test: 1 of 2 hypothesis links right, 1 of 2 sure links found: AER = 1 - (1 + 1) / (2 + 2)
+    assert doc["test"] == {"AER": 50.0, "P": 50.0, "R": 50.0}
+
+
+def test_the_lines_whose_links_differ_are_counted(tmp_path):
+    other = tmp_path / "other.align"
+    other.write_text("0-0 1-1\n\n2-2\n")
+    assert af.differing_lines([[(1, 1), (0, 0)], [], [(2, 1)]], str(other)) == {"lines": 3, "differing": 1}
+    with pytest.raises(SystemExit, match="has 3 lines, this run 2"):
+        af.differing_lines([[], []], str(other))
