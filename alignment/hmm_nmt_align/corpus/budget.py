@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 # chosen on the time-to-quality curves of the alignment benchmark's dev parts (docs/alignment.md)
 EPOCHS = 11
 MIN_UPDATES = 1200
-MAX_UPDATES = 4800
+MAX_UPDATES = 3000
 WARMUP = 200  # the most warm-up updates
 WARMUP_SHARE = 10  # ... and at most 1 / WARMUP_SHARE of the updates
 GUIDE_SHARE = 4  # the second pass: 1 / GUIDE_SHARE of the first pass's updates
