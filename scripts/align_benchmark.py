@@ -23,6 +23,10 @@ checkout's commit and its ``cpu`` the CPU model it ran on, both of every run whe
   on dev, test and all; its row is the merge with the best dev AER.
 * ``fast_align`` (``systran-align``, ``fast_align -d -o -v``): symmetrized by the binding itself.
 
+Every aligner gets ``--threads`` (default: the machine's cores), whatever the caller's ``OMP_NUM_THREADS``:
+eflomal and fast_align through OpenMP (eflomal's two directions and samplers run in parallel), hmm-nmt-align-corpus
+as its ``--threads``, which it splits between its two directions.
+
 Writes ``--results`` (JSON: command, data, hardware, seeds, every system and merge with dev/test/all AER,
 precision, recall, wall clock and CPU seconds) and prints its table (``scripts/alignment_tables.py``).
 """
@@ -211,7 +215,8 @@ def run_hmm(opts, times, gold, n_gold, seed):
         log(f"hmm-nmt-align-corpus, seed {seed}: progress in {work}/{name}/fwd/train.log")
         cmd = [_tool("hmm-nmt-align-corpus"), "-s", os.path.join(work, "corpus.src"),
                "-t", os.path.join(work, "corpus.tgt"), "--model-dir", os.path.join(work, name), "--seed", str(seed),
-               "-o", out, "-f", out + ".fwd", "-r", out + ".rev", "--no-progress", *opts.hmm_args]
+               "-o", out, "-f", out + ".fwd", "-r", out + ".rev", "--no-progress", "--threads", str(opts.threads),
+               *opts.hmm_args]  # a --threads among them comes last and wins
         times.run(name, cmd, os.path.join(work, f"{name}.log"))
     manifest = json.load(open(os.path.join(work, name, "manifest.json"), encoding="utf-8"))
     stages = manifest.get("times", {})  # prepare, train, links, guide, align: wall_s, cpu_s (summed over runs)
@@ -330,6 +335,8 @@ def build_parser():
     p.add_argument("--fast-align", action="store_true", help="also fast_align (systran-align)")
     p.add_argument("--results", help="the results JSON to write (default WORK/results.json)")
     p.add_argument("--data-note", default="", help="where the data comes from, for the results file")
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                   help="CPU threads of every aligner (default: the machine's cores)")
     p.add_argument("hmm_args", nargs=argparse.REMAINDER, help="-- then options for hmm-nmt-align-corpus")
     return p
 
@@ -341,6 +348,11 @@ def main(argv=None):
         raise SystemExit("align_benchmark: --ensemble-seeds must be among --seeds")
     if len(opts.train_src) != len(opts.train_tgt):
         raise SystemExit("align_benchmark: give as many --train-tgt as --train-src files")
+    if opts.threads < 1:
+        raise SystemExit("align_benchmark: --threads must be at least 1")
+    # before any OpenMP runtime loads (fast_align runs in this process): the baselines as their users run them,
+    # not one thread because the caller's shell pins its own jobs to one
+    os.environ["OMP_NUM_THREADS"] = str(opts.threads)
     check_tools(opts)
     os.makedirs(opts.work, exist_ok=True)
     gs, gt = _lines(opts.gold_src), _lines(opts.gold_tgt)
@@ -375,7 +387,7 @@ def main(argv=None):
     results = {"name": opts.name, "command": os.environ.get("ALIGN_BENCHMARK_COMMAND") or _command(),
                "data": {"gold_pairs": len(gs), "dev_pairs": opts.dev_pairs, "test_pairs": len(gs) - opts.dev_pairs,
                         "training_pairs": n_train, "gold": os.path.basename(opts.gold), "note": opts.data_note},
-               "hardware": hardware(), "seeds": opts.seeds, "eflomal_runs": opts.eflomal_runs,
+               "hardware": hardware(), "threads": opts.threads, "seeds": opts.seeds, "eflomal_runs": opts.eflomal_runs,
                "hmm_args": opts.hmm_args, "date": time.strftime("%Y-%m-%d"), "systems": rows}
     path = opts.results or os.path.join(opts.work, "results.json")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

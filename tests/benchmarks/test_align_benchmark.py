@@ -258,3 +258,40 @@ def test_the_provenance_line_names_each_seeds_code():
     assert "Code of hmm-nmt-align-corpus: seed 1: abc123; seed 2: def456." in at.table(res)
     res["systems"][2]["code"] = "abc123"
     assert "Code of hmm-nmt-align-corpus: seeds 1, 2: abc123." in at.table(res)
+
+
+_FAKE = """#!{python}
+import json, os, sys
+a = sys.argv[1:]
+json.dump({{"argv": a, "omp": os.environ.get("OMP_NUM_THREADS")}}, open({log!r} + os.path.basename(sys.argv[0]), "w"))
+for flag in ("-o", "-f", "-r"):
+    if flag in a:
+        open(a[a.index(flag) + 1], "w").write("0-0\\n0-0 1-1\\n")
+if "--model-dir" in a:
+    os.makedirs(a[a.index("--model-dir") + 1], exist_ok=True)
+    json.dump({{"config": {{}}, "times": {{}}}}, open(os.path.join(a[a.index("--model-dir") + 1], "manifest.json"), "w"))
+"""
+
+
+def test_every_aligner_gets_the_threads_whatever_the_callers_omp_setting(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("eflomal-align", "hmm-nmt-align-corpus"):
+        (bin_dir / tool).write_text(_FAKE.format(python=sys.executable, log=str(tmp_path / "called.")))
+        (bin_dir / tool).chmod(0o755)
+    monkeypatch.setattr(ab, "_tool", lambda name: str(bin_dir / name))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # a shell that pins its own jobs to one thread
+    (tmp_path / "s").write_text("a\na b\n")
+    (tmp_path / "t").write_text("x\nx y\n")
+    (tmp_path / "g").write_text("0-0\n0-0 1-1\n")
+    args = ["--name", "x", "--work", str(tmp_path / "w"), "--gold-src", str(tmp_path / "s"), "--gold-tgt",
+            str(tmp_path / "t"), "--gold", str(tmp_path / "g"), "--dev-pairs", "1", "--seeds", "1",
+            "--eflomal-runs", "1", "--threads", "3", "--results", str(tmp_path / "r.json")]
+    assert ab.main(args) == 0
+    eflomal = json.load(open(tmp_path / "called.eflomal-align"))
+    hmm = json.load(open(tmp_path / "called.hmm-nmt-align-corpus"))
+    assert eflomal["omp"] == "3"
+    assert hmm["argv"][hmm["argv"].index("--threads") + 1] == "3"
+    assert json.load(open(tmp_path / "r.json"))["threads"] == 3
+    with pytest.raises(SystemExit, match="--threads must be at least 1"):
+        ab.main([*args[:-4], "--threads", "0"])
