@@ -10,7 +10,7 @@
 # ../shared/data/europarl_deen). The gold is 1-based, German first; its first 100 pairs are the dev part (every
 # choice is made there), the other 408 the test part; `all` is the 508 of the published figures.
 set -euo pipefail
-export ALIGN_BENCHMARK_COMMAND="examples/alignment/europarl_deen.sh${*:+ $*}"
+export ALIGN_BENCHMARK_COMMAND="examples/alignment/europarl_deen.sh${1+$(printf " %q" "$@")}"  # as typed, quoted
 DATA="$(cd "$(dirname "$0")/../.." && pwd)/../shared/data/europarl_deen" WORK="runs/align/europarl-deen" SEEDS="1 2 3" RUNS=3
 RESULTS="$(cd "$(dirname "$0")/../.." && pwd)/results/alignment/europarl-deen.json"
 source "$(dirname "$0")/common.sh"

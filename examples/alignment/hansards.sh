@@ -10,7 +10,7 @@
 # DIR is the hansards_enfr folder (gold/, train/isi_train.{e,f}.gz; default ../shared/data/hansards_enfr).
 # `all` in the results is trial + test; the published figures are on the 447 test pairs.
 set -euo pipefail
-export ALIGN_BENCHMARK_COMMAND="examples/alignment/hansards.sh${*:+ $*}"
+export ALIGN_BENCHMARK_COMMAND="examples/alignment/hansards.sh${1+$(printf " %q" "$@")}"  # as typed, quoted
 DATA="$(cd "$(dirname "$0")/../.." && pwd)/../shared/data/hansards_enfr" WORK="runs/align/hansards-enfr" SEEDS="1 2 3" RUNS=3
 RESULTS="$(cd "$(dirname "$0")/../.." && pwd)/results/alignment/hansards-enfr.json"
 source "$(dirname "$0")/common.sh"
