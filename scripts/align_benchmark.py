@@ -11,10 +11,12 @@ The corpus every aligner sees is the gold pairs followed by the training pairs (
 first ``--dev-pairs`` gold pairs are the dev part (every choice is made there), the rest the test part, and
 ``all`` is every gold pair (the published figures' set). Systems, each run once and skipped on a rerun when its
 output exists (an interrupted benchmark resumes; a job's times are the sum of its runs, its ``code`` the
-checkout's commit and its ``cpu`` the CPU model it ran on, both of every run when they differ, WORK/times.json):
+checkout's commit and its ``cpu`` the CPU model it ran on, both of every run when they differ, WORK/times.json,
+which also keeps the hardware the benchmark started on: the results name it):
 
 * ``hmm`` seed S: ``hmm-nmt-align-corpus -s -t --model-dir WORK/hmm.S --seed S -o -f -r`` with its defaults and
-  the options after ``--``; its stage times come from the model directory's manifest. Its merged output uses
+  the options after ``--``; its stage times come from the model directory's manifest (their sum is its time
+  when that is more than the job recorded: a run killed with its machine records none). Its merged output uses
   no gold; its directions' hard merges are scored too, and listed.
 * ``hmm-ensemble``: with two seeds or more, ``hmm-nmt-align --model-dir WORK/hmm.1:WORK/hmm.2:...`` (their
   posteriors averaged; ``--ensemble-seeds`` picks the members, all seeds by default) into
@@ -114,6 +116,8 @@ class Times:
     def __init__(self, path):
         self.path = path
         self.data = json.load(open(path, encoding="utf-8")) if os.path.exists(path) else {}
+        # the machine the benchmark started on names the results: a resumed job names its own CPU beside it
+        self.hardware = self.data.pop("hardware", None) or hardware()
 
     def run(self, name, cmd, log_path, env=None):
         """Run ``cmd`` (its output to ``log_path``), add its times to job ``name`` even when it fails, and its peak
@@ -154,7 +158,7 @@ class Times:
         job["runs"] += 1
         if peak_mb is not None:
             job["max_rss_mb"] = round(max(peak_mb, job.get("max_rss_mb", 0.0)), 1)
-        atomic_write(self.path, json.dumps(self.data, indent=1) + "\n")
+        atomic_write(self.path, json.dumps({"hardware": self.hardware, **self.data}, indent=1) + "\n")
 
 
 class Gold:
@@ -220,10 +224,16 @@ def run_hmm(opts, times, gold, n_gold, seed):
         times.run(name, cmd, os.path.join(work, f"{name}.log"))
     manifest = json.load(open(os.path.join(work, name, "manifest.json"), encoding="utf-8"))
     stages = manifest.get("times", {})  # prepare, train, links, guide, align: wall_s, cpu_s (summed over runs)
+    job = dict(times.data[name])
+    staged = {k: round(sum(s.get(k, 0.0) for s in stages.values()), 3) for k in ("wall_s", "cpu_s")}
+    if staged["wall_s"] > job["wall_s"]:
+        # a run killed with its machine records no time of its own; the stages it finished persist in the model
+        # directory, so the seed costs at least their sum
+        job.update(staged, times_from="stages")
     fwd, rev = _read_links(out + ".fwd", n_gold), _read_links(out + ".rev", n_gold)
     rows, best = merges(fwd, rev, gold)
     return {"system": "hmm-nmt-align-corpus", "seed": seed, "merge": "default (no gold)",
-            "scores": gold.score(_read_links(out, n_gold)), **times.data[name], "stages": stages,
+            "scores": gold.score(_read_links(out, n_gold)), **job, "stages": stages,
             "config": manifest.get("config"), "hard_merges": rows, "dev_best_hard_merge": best}
 
 
@@ -387,7 +397,7 @@ def main(argv=None):
     results = {"name": opts.name, "command": os.environ.get("ALIGN_BENCHMARK_COMMAND") or _command(),
                "data": {"gold_pairs": len(gs), "dev_pairs": opts.dev_pairs, "test_pairs": len(gs) - opts.dev_pairs,
                         "training_pairs": n_train, "gold": os.path.basename(opts.gold), "note": opts.data_note},
-               "hardware": hardware(), "threads": opts.threads, "seeds": opts.seeds, "eflomal_runs": opts.eflomal_runs,
+               "hardware": times.hardware, "threads": opts.threads, "seeds": opts.seeds, "eflomal_runs": opts.eflomal_runs,
                "hmm_args": opts.hmm_args, "date": time.strftime("%Y-%m-%d"), "systems": rows}
     path = opts.results or os.path.join(opts.work, "results.json")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

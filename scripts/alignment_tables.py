@@ -129,21 +129,28 @@ def table(results, summary=False):
                f"{d['test_pairs']}) aligned with {d['training_pairs']:,} training pairs; "
                f"{h['cpu']}, {h['cores']} cores{', ' + h['gpu'] if h.get('gpu') else ''}; seeds "
                f"{', '.join(map(str, results['seeds']))}; eflomal runs: {results['eflomal_runs']}; {results['date']}. "
-               f"Command: `{results['command']}`." + _code_note(systems) + _cpu_note(systems, h["cpu"]))
+               f"Command: `{results['command']}`." + _code_note(systems) + _cpu_note(systems, h["cpu"])
+               + _staged_note(systems))
     return "\n".join(out) + "\n"
 
 
 def _by_seed(systems, key):
-    """{value of ``key``: [seeds of hmm-nmt-align-corpus that recorded it]}."""
+    """{value of ``key``: [seeds of hmm-nmt-align-corpus, and the ensemble, that recorded it]}."""
     by = {}
     for r in systems:
         if r["system"] == "hmm-nmt-align-corpus" and r.get(key):
             by.setdefault(r[key], []).append(str(r["seed"]))
+        elif r["system"] == "hmm-nmt-align-corpus ensemble" and r.get(key):
+            by.setdefault(r[key], []).append("ensemble")
     return by
 
 
 def _seeds_note(title, by):
-    parts = [f"seed{'s' if len(s) > 1 else ''} {', '.join(s)}: {v}" for v, s in by.items()]
+    def who(s):
+        seeds = [x for x in s if x != "ensemble"]
+        return ", ".join(([f"seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)}"] if seeds else [])
+                         + (["the ensemble"] if "ensemble" in s else []))
+    parts = [f"{who(s)}: {v}" for v, s in by.items()]
     return f" {title}: " + "; ".join(parts) + "."
 
 
@@ -157,6 +164,15 @@ def _cpu_note(systems, cpu):
     """Each seed's CPU, when some seed ran on another CPU than the one the results file names."""
     by_cpu = _by_seed(systems, "cpu")
     return _seeds_note("CPU of hmm-nmt-align-corpus", by_cpu) if set(by_cpu) - {cpu} else ""
+
+
+def _staged_note(systems):
+    """The seeds whose time is the sum of their stages: a run of theirs recorded no time of its own."""
+    seeds = [str(r["seed"]) for r in systems if r["system"] == "hmm-nmt-align-corpus" and r.get("times_from") == "stages"]
+    if not seeds:
+        return ""
+    return (f" Wall and CPU seconds of seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)}: the sum of its stages "
+            "(a run killed with its machine records none of its own).")
 
 
 def render(text, base=ROOT):

@@ -116,9 +116,9 @@ def test_a_job_records_its_time_and_peak_memory_even_when_it_fails(tmp_path):
 
     # a child's ru_maxrss starts from what it was forked from (Linux keeps the high-water mark across exec): the
     # command must outgrow this process to show; the benchmark's own process is small
+    times = ab.Times(str(tmp_path / "times.json"))  # first: it reads the hardware (imports torch)
     floor = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     size = int(floor) + 200
-    times = ab.Times(str(tmp_path / "times.json"))
     grow = f"b = bytearray({size} * 2 ** 20); b[::4096] = b'x' * len(b[::4096])"  # every page touched
     times.run("big", [sys.executable, "-c", grow], str(tmp_path / "big.log"))
     times.run("small", [sys.executable, "-c", "pass"], str(tmp_path / "small.log"))
@@ -190,6 +190,38 @@ def test_a_job_resumed_on_another_cpu_or_commit_names_both(tmp_path, monkeypatch
     times.run("job", [sys.executable, "-c", "pass"], str(tmp_path / "job.log"))
     job = json.loads((tmp_path / "times.json").read_text())["job"]
     assert (job["cpu"], job["code"], job["runs"]) == ("CPU A + CPU B", "abc", 3)
+
+
+def test_the_results_name_the_hardware_the_benchmark_started_on(tmp_path, monkeypatch):
+    monkeypatch.setattr(ab, "hardware", lambda: {"cpu": "CPU A", "cores": 2})
+    ab.Times(str(tmp_path / "times.json")).add("job", 1.0, 2.0)
+    monkeypatch.setattr(ab, "hardware", lambda: {"cpu": "CPU B", "cores": 2})
+    resumed = ab.Times(str(tmp_path / "times.json"))
+    resumed.add("job", 1.0, 2.0)
+    assert resumed.hardware["cpu"] == "CPU A" and set(resumed.data) == {"job"}
+    assert ab.Times(str(tmp_path / "times.json")).hardware["cpu"] == "CPU A"
+    assert ab.Times(str(tmp_path / "new.json")).hardware["cpu"] == "CPU B"
+
+
+def _seed_dir(tmp_path, stages):
+    os.makedirs(tmp_path / "hmm.1")
+    (tmp_path / "hmm.1" / "manifest.json").write_text(json.dumps({"config": {}, "times": stages}))
+    for ext in ("", ".fwd", ".rev"):
+        (tmp_path / f"hmm.1.align{ext}").write_text("0-0\n0-0\n")
+
+
+def test_a_seed_costs_at_least_the_stages_its_model_directory_recorded(tmp_path):
+    gold = _gold(tmp_path, ["0-0\n", "0-0\n"], dev=1)
+    opts = SimpleNamespace(work=str(tmp_path))
+    _seed_dir(tmp_path, {"train": {"wall_s": 50.0, "cpu_s": 90.0}, "align": {"wall_s": 20.0, "cpu_s": 30.0}})
+    times = ab.Times(str(tmp_path / "times.json"))
+    times.add("hmm.1", 25.0, 35.0)  # the run that resumed at the alignment; the one that trained left no time
+    row = ab.run_hmm(opts, times, gold, 2, 1)
+    assert (row["wall_s"], row["cpu_s"], row["times_from"]) == (70.0, 120.0, "stages")
+    assert "seed 1: the sum of its stages" in at.table({**_results(), "systems": [row]})
+    times.add("hmm.1", 100.0, 100.0)  # a job that recorded its whole time keeps it: stages miss its start-up
+    row = ab.run_hmm(opts, times, gold, 2, 1)
+    assert (row["wall_s"], row["cpu_s"]) == (125.0, 135.0) and "times_from" not in row
 
 
 def test_the_provenance_line_names_a_seeds_cpu_only_when_it_differs():
