@@ -172,7 +172,7 @@ def _staged_note(systems):
     if not seeds:
         return ""
     return (f" Wall and CPU seconds of seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)}: the sum of its stages "
-            "(a run killed with its machine records none of its own).")
+            "(a run killed with its machine records none of its own, nor its CPU or code).")
 
 
 def render(text, base=ROOT):
