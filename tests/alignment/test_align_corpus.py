@@ -106,6 +106,29 @@ def test_hmm_nmt_align_model_dir_aligns_text_as_the_corpus_command_does(made, tm
     assert p.returncode == 2 and "not a finished model directory" in p.stderr and "Traceback" not in p.stderr
 
 
+def test_worker_processes_align_as_one_process_does(made, tmp_path):
+    """--threads 2 on a CPU: two worker processes share each chunk's pairs in length-sorted shares; every output
+    (merged links, scores, each direction) equals the one-process run's, line for line. The corpus is repeated
+    past one share (pool.SHARE pairs), with an empty side and a line too long for the model among them."""
+    work, src, tgt, _ = made
+    copies = 5
+    long_src = " ".join(["w"] * 3000)  # past the model's positions: left empty, named on stderr
+    (tmp_path / "s").write_text("\n".join(src * copies + [long_src]) + "\n")
+    (tmp_path / "t").write_text("\n".join(tgt * copies + ["x"]) + "\n")
+    outs = {}
+    for threads in ("1", "2"):
+        p = run(tmp_path, "-s", "s", "-t", "t", "--model-dir", str(work / "m"), "--align-only", "-o", f"{threads}.align",
+                "-f", f"{threads}.fwd", "-r", f"{threads}.rev", "--scores", f"{threads}.scores", "--threads", threads,
+                "--no-progress")
+        assert p.returncode == 0, p.stderr[-2000:]
+        outs[threads] = {ext: (tmp_path / f"{threads}.{ext}").read_text() for ext in ("align", "fwd", "rev", "scores")}
+        assert f"s:{len(src) * copies + 1}: " in p.stderr and "1 too long for the model" in p.stderr
+    assert outs["1"] == outs["2"]
+    lines = outs["2"]["align"].split("\n")[:-1]
+    assert len(lines) == len(src) * copies + 1 and lines[3] == "" and lines[-1] == ""
+    assert lines[:len(src)] == (work / "c.align").read_text().split("\n")[:-1]
+
+
 @pytest.mark.slow
 def test_model_dirs_of_one_corpus_align_as_an_ensemble(made, tmp_path):
     """--model-dir A:B averages the two models' posteriors in each direction: two copies of one model give its

@@ -28,6 +28,8 @@ stages, each recorded in ``DIR/manifest.json`` so that rerunning the same comman
 6. the alignment: the posteriors of both directions (each the mean over the seeds) merged (``--symmetrize mean
    --links threshold:0.5``, pooled to words: the setting chosen on the Hansards trial pairs), written atomically.
 
+Stages 4 and 6 align on a CPU in ``--threads`` worker processes, each a share of the pairs (:mod:`.pool`).
+
 ``--align-only`` aligns with a finished model directory and trains nothing; ``--continue`` trains it further
 (``--max-update`` more updates) on the given text, segmented with its codes and dictionary. Errors (bad UTF-8,
 different line counts, a missing ``|||``, an output that is an input) name the file and line, exit 2, and

@@ -4,6 +4,7 @@ replace the outputs when every line is done; Ctrl-C and SIGTERM wait while the o
 The models are loaded by a parameter, ``load(md, names, cpu, bf16, stage) -> (model, task)`` (:func:`_load_direction`;
 a test passes a fake)."""
 import contextlib
+import functools
 import os
 import sys
 import warnings
@@ -13,25 +14,29 @@ from hmm_nmt_align.base.atomic import atomic_output
 
 from .device import _align_batch, _bf16, _device, _gpus
 from .model_dir import DEFAULT_POOL, CorpusError, ModelDir
+from .pool import mapper, spread, workers
 
 ALIGN_CHUNK = 20000  # pairs aligned at a time: memory stays bounded whatever the corpus size
 
 
-def _align_chunk(fwd, rev, opts, src, tgt, segmenter, decision, threshold) -> Tuple[dict, List[Tuple[int, str]],
+def _align_chunk(fwd, rev, opts, segmenter, decision, threshold, src, tgt) -> Tuple[dict, List[Tuple[int, str]],
                                                                                    dict]:
     """Links of one slice of lines, merged and per direction (as asked), its too-long lines and its piece counts:
-    one pass of each model, the two directions side by side when there are threads for both."""
+    one pass of each model (with two threads and no workers, the two directions side by side)."""
+    from hmm_nmt.hmm.precision import autocast
     from hmm_nmt_align.base.links import LinkOptions
 
     from ..raw_text import align_text
 
     both = bool(opts.output or opts.rev)
-    links, stats, errors = align_text(*fwd, src, tgt, segmenter, ["posterior"],
-                                  LinkOptions(decision, threshold, False, opts.symmetrize if both else None,
-                                              DEFAULT_POOL),
-                                  batch_size=_align_batch(opts), max_tokens=opts.align_max_tokens, rev=rev if both else None,
-                                  scores=bool(opts.scores), directional=both and bool(opts.fwd or opts.rev),
-                                  parallel=opts.parallel_align)
+    with autocast("bf16" if _bf16(opts) else "fp32", _device(opts)):
+        links, stats, errors = align_text(*fwd, src, tgt, segmenter, ["posterior"],
+                                          LinkOptions(decision, threshold, False, opts.symmetrize if both else None,
+                                                      DEFAULT_POOL),
+                                          batch_size=_align_batch(opts), max_tokens=opts.align_max_tokens,
+                                          rev=rev if both else None, scores=bool(opts.scores),
+                                          directional=both and bool(opts.fwd or opts.rev),
+                                          parallel=opts.parallel_align)
     out = {}
     if opts.output:
         sents = [sorted(sent) for sent in links["posterior"]]
@@ -52,9 +57,12 @@ def _aligners(md: ModelDir, opts, stage: Optional[str] = None, both: bool = True
 
     import torch
 
-    # two threads or more: the two directions side by side, as in training
-    opts.parallel_align = opts.threads >= 2 and both
-    torch.set_num_threads(max(1, opts.threads // 2) if opts.parallel_align else max(1, opts.threads))
+    # on a CPU with two threads or more: worker processes of one thread each (.pool); on a GPU, the two
+    # directions side by side in two threads, as in training
+    opts.align_workers = workers(opts, _device(opts).type == "cuda")
+    opts.parallel_align = not opts.align_workers and opts.threads >= 2 and both
+    torch.set_num_threads(1 if opts.align_workers else max(1, opts.threads // 2) if opts.parallel_align
+                          else max(1, opts.threads))
     logging.getLogger("fairseq").setLevel(logging.WARNING)  # its per-model dictionary lines
     # torch's deprecation note on fairseq's attention masks, once per model: not the user's business
     warnings.filterwarnings("ignore", message="Support for mismatched key_padding_mask and attn_mask")
@@ -71,14 +79,12 @@ def align(md: ModelDir, opts, corpus, load=None) -> Tuple[List[Tuple[int, str]],
     files that replace the outputs when all lines are done; returns the lines too long for a model, and the
     warning for text mostly unknown to the model's dictionary (None when it is not). ``load``: see
     :func:`_aligners`."""
-    from hmm_nmt.hmm.precision import autocast
     from hmm_nmt_align.base.console import unknown_share_warning
     from hmm_nmt_align.base.links import parse_decision
     from hmm_nmt_align.base.segment import load_segmenter
 
     decision, threshold = parse_decision(opts.links)
     segmenter = load_segmenter(md.file("codes"), None)
-    bf16 = _bf16(opts)
     fwd, rev = _aligners(md, opts, both=bool(opts.output or opts.rev), load=load)
     bar = None
     if not opts.no_progress:
@@ -90,14 +96,14 @@ def align(md: ModelDir, opts, corpus, load=None) -> Tuple[List[Tuple[int, str]],
     errors, counts = [], {}
     # Ctrl-C / SIGTERM only while aligning: never between creating the temporary files and registering their
     # cleanup, nor between the renames (a signal then is taken when the outputs are complete)
+    job = functools.partial(_align_chunk, fwd, rev, opts, segmenter, decision, threshold)
     with _signals_held(), contextlib.ExitStack() as stack:
         files = {k: stack.enter_context(open(stack.enter_context(atomic_output(p)), "w", encoding="utf-8"))
                  for k, p in paths.items()}
-        with _signals_held(False):
+        with _signals_held(False), mapper(job, opts.align_workers) as run:
             for keys, s, t in corpus.chunks(ALIGN_CHUNK):
                 start = keys[0]
-                with autocast("bf16" if bf16 else "fp32", _device(opts)):
-                    out, e, stats = _align_chunk(fwd, rev, opts, s, t, segmenter, decision, threshold)
+                out, e, stats = spread(run, opts.align_workers, s, t)
                 errors += [(start + k, why) for k, why in e]
                 for k in ("unk_src", "unk_tgt", "pieces_src", "pieces_tgt"):
                     counts[k] = counts.get(k, 0) + stats[k]

@@ -13,6 +13,7 @@ import sys
 from .align import ALIGN_CHUNK, _aligners
 from .device import _align_batch, _bf16, _device
 from .model_dir import DEFAULT_LINKS, DEFAULT_POOL, DEFAULT_SYMMETRIZE, GUIDE_DATA, CorpusError, ModelDir, _log
+from .pool import mapper, spread
 from .prepare import _split
 
 
@@ -97,16 +98,20 @@ def links(md: ModelDir, opts, corpus, load=None) -> None:
 
         bar = tqdm(total=len(train_lines), desc="first-pass links", unit="pair", file=sys.stderr)
 
+    def job(s, t):
+        with autocast("bf16" if _bf16(opts) else "fp32", _device(opts)):
+            out, _, _ = align_text(*fwd, s, t, segmenter, ["posterior"], opts_links, batch_size=_align_batch(opts),
+                                   max_tokens=opts.align_max_tokens, rev=rev, parallel=opts.parallel_align)
+        # a line too long for a model: no links, a free row
+        return {"rows": [piece_links(words, segmenter.segment(a)[1], segmenter.segment(b)[1])
+                         for words, a, b in zip(out["posterior"], s, t)]}, [], {}
+
     def rows():
-        for _, s, t in corpus.chunks(ALIGN_CHUNK, train_lines):
-            with autocast("bf16" if _bf16(opts) else "fp32", _device(opts)):
-                out, _, _ = align_text(*fwd, s, t, segmenter, ["posterior"], opts_links,
-                                       batch_size=_align_batch(opts), max_tokens=opts.align_max_tokens, rev=rev,
-                                       parallel=opts.parallel_align)
-            for words, a, b in zip(out["posterior"], s, t):  # a line too long for a model: no links, a free row
-                yield piece_links(words, segmenter.segment(a)[1], segmenter.segment(b)[1])
-            if bar is not None:
-                bar.update(len(s))
+        with mapper(job, opts.align_workers) as run:
+            for _, s, t in corpus.chunks(ALIGN_CHUNK, train_lines):
+                yield from spread(run, opts.align_workers, s, t)[0]["rows"]
+                if bar is not None:
+                    bar.update(len(s))
 
     prefixes = [os.path.join(dest, f"train.align.{side}.tmp") for side in ("src-tgt", "tgt-src")]
     n_rows, n_links = write_link_datasets(prefixes, rows())
