@@ -102,9 +102,29 @@ def memory_table(results):
     return "\n".join(out) + "\n"
 
 
+def workers_table(results):
+    """The alignment stage in worker processes against threads of one process (``scripts/align_workers.py``)."""
+    label = {"threads": "threads of one process, a direction each (`--align-workers 0`)",
+             "workers": f"{results['threads']} worker processes of one thread (the default)"}
+    out = ["| alignment stage | wall s | CPU s | cores busy | pairs/s | largest process MB |",
+           "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for name in results["order"]:
+        r = results["runs"][name]
+        out.append(f"| {label[name]} | {r['wall_s']:,.0f} | {r['cpu_s']:,.0f} | {r['cpu_s'] / r['wall_s']:.2f} | "
+                   f"{r['pairs_per_s']:,.0f} | {r.get('max_rss_mb', 0):,.0f} |")
+    h = results["hardware"]
+    out.append("")
+    out.append(f"{results['pairs']:,} pairs, `--threads {results['threads']}`, model `{results['model_dir']}`; "
+               f"speed-up {results['speedup']:.2f}x; links {'equal' if results['outputs_equal'] else 'DIFFERENT'} "
+               f"byte for byte; {h['cpu']}, {h['cores']} cores; {results['date']}. Command: `{results['command']}`.")
+    return "\n".join(out) + "\n"
+
+
 def table(results, summary=False):
     """One markdown table (and its provenance line) of a results file; ``summary``: a system run several times
     gets its mean row alone."""
+    if results.get("kind") == "align-workers":
+        return workers_table(results)
     if "points" in results:
         return curve_table(results)
     if "rules" in results:

@@ -116,14 +116,15 @@ def test_worker_processes_align_as_one_process_does(made, tmp_path):
     (tmp_path / "s").write_text("\n".join(src * copies + [long_src]) + "\n")
     (tmp_path / "t").write_text("\n".join(tgt * copies + ["x"]) + "\n")
     outs = {}
-    for threads in ("1", "2"):
-        p = run(tmp_path, "-s", "s", "-t", "t", "--model-dir", str(work / "m"), "--align-only", "-o", f"{threads}.align",
-                "-f", f"{threads}.fwd", "-r", f"{threads}.rev", "--scores", f"{threads}.scores", "--threads", threads,
-                "--no-progress")
+    # one thread; two worker processes (the default for --threads 2); two threads of one process, a direction each
+    for name, extra in (("1", ["--threads", "1"]), ("2", ["--threads", "2"]),
+                        ("2t", ["--threads", "2", "--align-workers", "0"])):
+        p = run(tmp_path, "-s", "s", "-t", "t", "--model-dir", str(work / "m"), "--align-only", "-o", f"{name}.align",
+                "-f", f"{name}.fwd", "-r", f"{name}.rev", "--scores", f"{name}.scores", *extra, "--no-progress")
         assert p.returncode == 0, p.stderr[-2000:]
-        outs[threads] = {ext: (tmp_path / f"{threads}.{ext}").read_text() for ext in ("align", "fwd", "rev", "scores")}
+        outs[name] = {ext: (tmp_path / f"{name}.{ext}").read_text() for ext in ("align", "fwd", "rev", "scores")}
         assert f"s:{len(src) * copies + 1}: " in p.stderr and "1 too long for the model" in p.stderr
-    assert outs["1"] == outs["2"]
+    assert outs["1"] == outs["2"] == outs["2t"]
     lines = outs["2"]["align"].split("\n")[:-1]
     assert len(lines) == len(src) * copies + 1 and lines[3] == "" and lines[-1] == ""
     assert lines[:len(src)] == (work / "c.align").read_text().split("\n")[:-1]

@@ -45,3 +45,13 @@ def test_a_gpu_or_one_thread_aligns_in_the_calling_process():
     assert pool.workers(Opts, cuda=False) == 2 and pool.workers(Opts, cuda=True) == 0
     Opts.threads = 1
     assert pool.workers(Opts, cuda=False) == 0
+
+
+@pytest.mark.parametrize("threads, asked, cuda, expected", [
+    (2, None, False, 2), (1, None, False, 0), (4, 3, False, 3), (2, 0, False, 0), (1, 1, False, 0),
+    (4, None, True, 0), (4, 3, True, 0),
+])
+def test_workers_follow_the_threads_unless_asked_and_never_on_a_gpu(threads, asked, cuda, expected):
+    from types import SimpleNamespace
+
+    assert pool.workers(SimpleNamespace(threads=threads, align_workers=asked), cuda) == expected

@@ -59,9 +59,9 @@ def _aligners(md: ModelDir, opts, stage: Optional[str] = None, both: bool = True
 
     # on a CPU with two threads or more: worker processes of one thread each (.pool); on a GPU, the two
     # directions side by side in two threads, as in training
-    opts.align_workers = workers(opts, _device(opts).type == "cuda")
-    opts.parallel_align = not opts.align_workers and opts.threads >= 2 and both
-    torch.set_num_threads(1 if opts.align_workers else max(1, opts.threads // 2) if opts.parallel_align
+    opts.procs = workers(opts, _device(opts).type == "cuda")
+    opts.parallel_align = not opts.procs and opts.threads >= 2 and both
+    torch.set_num_threads(1 if opts.procs else max(1, opts.threads // 2) if opts.parallel_align
                           else max(1, opts.threads))
     logging.getLogger("fairseq").setLevel(logging.WARNING)  # its per-model dictionary lines
     # torch's deprecation note on fairseq's attention masks, once per model: not the user's business
@@ -100,10 +100,10 @@ def align(md: ModelDir, opts, corpus, load=None) -> Tuple[List[Tuple[int, str]],
     with _signals_held(), contextlib.ExitStack() as stack:
         files = {k: stack.enter_context(open(stack.enter_context(atomic_output(p)), "w", encoding="utf-8"))
                  for k, p in paths.items()}
-        with _signals_held(False), mapper(job, opts.align_workers) as run:
+        with _signals_held(False), mapper(job, opts.procs) as run:
             for keys, s, t in corpus.chunks(ALIGN_CHUNK):
                 start = keys[0]
-                out, e, stats = spread(run, opts.align_workers, s, t)
+                out, e, stats = spread(run, opts.procs, s, t)
                 errors += [(start + k, why) for k, why in e]
                 for k in ("unk_src", "unk_tgt", "pieces_src", "pieces_tgt"):
                     counts[k] = counts.get(k, 0) + stats[k]

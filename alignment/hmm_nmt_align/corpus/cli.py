@@ -147,6 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     r = p.add_argument_group("resources")
     r.add_argument("--threads", type=positive, default=max(1, min(os.cpu_count() or 1, 16)),
                    help="CPU threads, split between the two directions (default: the machine's cores)")
+    r.add_argument("--align-workers", type=int_at_least(0), default=None, metavar="N",
+                   help="processes of one thread each that share the pairs of the alignment stages on a CPU "
+                        "(default: one per --threads; 0: the --threads in this process, a direction per thread)")
     r.add_argument("--cpu", action="store_true", help="stay on the CPU when a GPU is present")
     r.add_argument("--precision", choices=["fp32", "bf16", "auto"], default="fp32",
                    help="the matmuls of training and alignment: fp32 (default), bf16 (autocast; parameters, "

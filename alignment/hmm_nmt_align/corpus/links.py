@@ -107,9 +107,9 @@ def links(md: ModelDir, opts, corpus, load=None) -> None:
                          for words, a, b in zip(out["posterior"], s, t)]}, [], {}
 
     def rows():
-        with mapper(job, opts.align_workers) as run:
+        with mapper(job, opts.procs) as run:
             for _, s, t in corpus.chunks(ALIGN_CHUNK, train_lines):
-                yield from spread(run, opts.align_workers, s, t)[0]["rows"]
+                yield from spread(run, opts.procs, s, t)[0]["rows"]
                 if bar is not None:
                     bar.update(len(s))
 

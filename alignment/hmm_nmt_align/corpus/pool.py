@@ -16,10 +16,13 @@ _JOB = None  # the job of the pool being made: inherited by its forked workers
 
 
 def workers(opts, cuda: bool) -> int:
-    """Worker processes for ``opts.threads`` on this device: one per thread on a CPU, none (0) otherwise."""
-    if cuda or opts.threads < 2 or "fork" not in multiprocessing.get_all_start_methods():
+    """Worker processes on this device: ``--align-workers``, by default one per ``--threads`` on a CPU; none (0)
+    on a GPU, with one thread, or without fork."""
+    if cuda or "fork" not in multiprocessing.get_all_start_methods():
         return 0
-    return opts.threads
+    asked = getattr(opts, "align_workers", None)
+    n = opts.threads if asked is None else asked
+    return n if n >= 2 else 0
 
 
 def _start() -> None:
