@@ -106,17 +106,23 @@ def workers_table(results):
     """The alignment stage in worker processes against threads of one process (``scripts/align_workers.py``)."""
     label = {"threads": "threads of one process, a direction each (`--align-workers 0`)",
              "workers": f"{results['threads']} worker processes of one thread (the default)"}
-    out = ["| alignment stage | wall s | CPU s | cores busy | pairs/s | largest process MB |",
-           "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    scored = all("scores" in r for r in results["runs"].values())
+    out = ["| alignment stage | wall s | CPU s | cores busy | pairs/s | largest process MB |"
+           + (" dev AER | test AER |" if scored else ""),
+           "| --- | ---: | ---: | ---: | ---: | ---: |" + (" ---: | ---: |" if scored else "")]
     for name in results["order"]:
         r = results["runs"][name]
+        aer = lambda part: _f((r["scores"].get(part) or {}).get("AER"))  # noqa: E731
         out.append(f"| {label[name]} | {r['wall_s']:,.0f} | {r['cpu_s']:,.0f} | {r['cpu_s'] / r['wall_s']:.2f} | "
-                   f"{r['pairs_per_s']:,.0f} | {r.get('max_rss_mb', 0):,.0f} |")
-    h = results["hardware"]
+                   f"{r['pairs_per_s']:,.0f} | {r.get('max_rss_mb', 0):,.0f} |"
+                   + (f" {aer('dev')} | {aer('test')} |" if scored else ""))
+    h, d = results["hardware"], results["lines_differing"]
     out.append("")
-    out.append(f"{results['pairs']:,} pairs, `--threads {results['threads']}`, model `{results['model_dir']}`; "
-               f"speed-up {results['speedup']:.2f}x; links {'equal' if results['outputs_equal'] else 'DIFFERENT'} "
-               f"byte for byte; {h['cpu']}, {h['cores']} cores; {results['date']}. Command: `{results['command']}`.")
+    out.append(f"{results['pairs']:,} pairs, `--threads {results['threads']}`, model `{results['model_dir']}`"
+               + (f", gold `{results['gold']}` (its pairs first)" if results.get("gold") else "")
+               + f"; speed-up {results['speedup']:.2f}x; lines that differ between the runs: merged "
+               f"{d['align']:,}, forward {d['fwd']:,}, reverse {d['rev']:,}; {h['cpu']}, {h['cores']} cores; "
+               f"{results['date']}. Command: `{results['command']}`.")
     return "\n".join(out) + "\n"
 
 

@@ -1,5 +1,5 @@
 """scripts/align_workers.py: the two runs get the same input and flags but --align-workers, their links are compared
-byte for byte, and the results file makes its table."""
+line by line and scored on the gold, and the results file makes its table."""
 import json
 import os
 import sys
@@ -46,17 +46,24 @@ def test_the_two_runs_differ_only_in_align_workers_and_their_links_are_compared(
     assert [x for x in threads if "threads." not in x][:-2] == [x for x in workers if "workers." not in x]
     assert (tmp_path / "w" / "input.src").read_text() == "a\nb\n"
     res = json.load(open(tmp_path / "r.json"))
-    assert res["pairs"] == 2 and res["outputs_equal"] and set(res["runs"]) == {"threads", "workers"}
+    assert res["pairs"] == 2 and set(res["runs"]) == {"threads", "workers"}
+    assert res["lines_differing"] == {"align": 0, "fwd": 0, "rev": 0}
     assert res["runs"]["workers"]["wall_s"] > 0 and res["speedup"] > 0
     t = at.table(res)
-    assert "| 2 worker processes of one thread (the default) |" in t and "links equal byte for byte" in t
+    assert "| 2 worker processes of one thread (the default) |" in t and "merged 0, forward 0, reverse 0" in t
 
 
-def test_links_that_differ_fail_the_run(tmp_path, monkeypatch):
+def test_links_that_differ_are_counted_and_fail_the_run_where_the_gold_tells_them_apart(tmp_path, monkeypatch):
     args = _setup(tmp_path, monkeypatch, differ=True)
-    assert aw.main(args) == 1
-    assert not json.load(open(tmp_path / "r.json"))["outputs_equal"]
-    assert "DIFFERENT" in at.table(json.load(open(tmp_path / "r.json")))
+    assert aw.main(args) == 0  # no gold: counted, not judged
+    assert json.load(open(tmp_path / "r.json"))["lines_differing"] == {"align": 2, "fwd": 2, "rev": 2}
+    (tmp_path / "g").write_text("0-0\n0-0\n")
+    gold = ["--gold", str(tmp_path / "g"), "--dev-pairs", "1"]
+    assert aw.main(args + gold) == 1
+    res = json.load(open(tmp_path / "r.json"))
+    assert res["runs"]["threads"]["scores"]["test"]["AER"] == 0.0
+    assert res["runs"]["workers"]["scores"]["test"]["AER"] == 100.0
+    assert "| 0.00 | 0.00 |" in at.table(res) and "| 100.00 | 100.00 |" in at.table(res)
 
 
 @pytest.mark.parametrize("extra, message", [(["--threads", "1"], "--threads must be at least 2"),
