@@ -17,6 +17,7 @@ of the corpus, as in ``align_benchmark.py``) each run's merged links are scored,
 """
 import argparse
 import filecmp
+import itertools
 import json
 import os
 import shlex
@@ -78,14 +79,14 @@ def main(argv=None) -> int:
         raise SystemExit(f"align_workers: {opts.src} and {opts.tgt} differ in their first {opts.lines} lines' count")
     gold, n_gold = None, 0
     if opts.gold:
-        with open(src, encoding="utf-8") as f, open(tgt, encoding="utf-8") as g:
-            lens = [(len(x.split()), len(y.split())) for x, y in zip(f, g)]
         with open(opts.gold, encoding="utf-8") as f:
             n_gold = sum(1 for _ in f)
         if not 0 <= opts.dev_pairs < n_gold <= pairs:
             raise SystemExit(f"align_workers: --gold has {n_gold} lines: it needs 0 <= --dev-pairs < its lines <= "
                              f"--lines ({pairs})")
-        gold = Gold(opts, [a for a, _ in lens[:n_gold]], [b for _, b in lens[:n_gold]])
+        with open(src, encoding="utf-8") as f, open(tgt, encoding="utf-8") as g:
+            lens = [(len(x.split()), len(y.split())) for x, y in itertools.islice(zip(f, g), n_gold)]
+        gold = Gold(opts, [a for a, _ in lens], [b for _, b in lens])
     times = Times(os.path.join(opts.work, "times.json"))
     for name in order:
         out = os.path.join(opts.work, name)
