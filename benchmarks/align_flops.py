@@ -244,7 +244,7 @@ def time_stage(model_dir: str, src_path: str, tgt_path: str, lines: int, warmup:
 
     def run(s, t):
         with autocast(precision, torch.device("cpu")):
-            return _align_chunk(fwd, rev, opts, s, t, segmenter, decision, threshold)
+            return _align_chunk(fwd, rev, opts, segmenter, decision, threshold, s, t)
 
     run(src[:warmup], tgt[:warmup])
     _recording(fwd[0], logs["fwd"])

@@ -130,6 +130,22 @@ def test_worker_processes_align_as_one_process_does(made, tmp_path):
     assert lines[:len(src)] == (work / "c.align").read_text().split("\n")[:-1]
 
 
+def test_the_align_flops_benchmark_times_the_stage_on_a_real_model_directory(made, tmp_path):
+    """benchmarks/align_flops.py runs the stage's own _align_chunk on the model directory: its merged links are
+    the command's, and the report holds the measured time and the FLOP count."""
+    work, src, _, _ = made
+    out, links = tmp_path / "flops.json", tmp_path / "flops.align"
+    p = subprocess.run([sys.executable, "-m", "benchmarks.align_flops", "--model-dir", str(work / "m"), "--src-text",
+                        str(work / "c.src"), "--tgt-text", str(work / "c.tgt"), "--lines", str(len(src)),
+                        "--links-out", str(links), "--out", str(out)],
+                       cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert links.read_text() == (work / "c.align").read_text()
+    doc = json.loads(out.read_text())
+    assert doc["lines"] == len(src) and doc["directions"]["fwd"]["pairs"] == len(src) - 1  # one empty side
+    assert doc["s_per_pair"] > 0 and doc["executed_flops_per_pair"] >= doc["needed_flops_per_pair"] > 0
+
+
 @pytest.mark.slow
 def test_model_dirs_of_one_corpus_align_as_an_ensemble(made, tmp_path):
     """--model-dir A:B averages the two models' posteriors in each direction: two copies of one model give its
