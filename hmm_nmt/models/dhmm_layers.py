@@ -13,6 +13,7 @@ from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 from torch import Tensor
 
 from hmm_nmt.hmm import direct
+from hmm_nmt.hmm.blocked import relu_weighted_sum
 from hmm_nmt.hmm.precision import upcast
 
 
@@ -82,12 +83,9 @@ class DHMMCrossAttention(_CachedSourceMixin, nn.Module):
             scores = scores.masked_fill(key_padding_mask[:, None, None, :], direct.MASKED)
         log_alpha = torch.log_softmax(upcast(scores), dim=-1)
         alpha = F.dropout(log_alpha.exp().type_as(query), p=self.dropout, training=self.training)
-        h, d = self.num_heads, self.head_dim
-        # u is formed in the (T, B, H, S, D) layout that the weighted sum reads as one flat bmm, so the largest
-        # tensor of the layer is never copied (torch.matmul's batch broadcasting would copy it)
-        u = (src["v"][None] + self.tgt_proj(query).view(tgt_len, bsz, h, 1, d)).relu_()  # (T, B, H, S, D)
-        w = alpha.permute(2, 0, 1, 3).reshape(-1, 1, u.size(3))  # (T x B x H, 1, S)
-        ctx = torch.bmm(w, u.reshape(-1, u.size(3), d)).view(tgt_len, bsz, self.embed_dim)
+        # the (T, B, H, S, D) ReLU is formed a cache-sized block of target positions at a time (hmm_nmt.hmm.blocked)
+        t = self.tgt_proj(query).view(tgt_len, bsz, self.num_heads, self.head_dim)
+        ctx = relu_weighted_sum(alpha, src["v"], t).view(tgt_len, bsz, self.embed_dim)
         return self.out_proj(ctx), log_alpha
 
     def reorder_incremental_state(self, incremental_state, new_order):

@@ -7,6 +7,7 @@ from fairseq.incremental_decoding_utils import with_incremental_state
 from torch import Tensor
 
 from hmm_nmt.hmm import direct
+from hmm_nmt.hmm.blocked import trilinear_log_softmax
 from hmm_nmt.hmm.precision import upcast
 from hmm_nmt.models.dhmm_layers import Linear, _CachedSourceMixin
 
@@ -27,7 +28,7 @@ class FirstOrderAlignment(_CachedSourceMixin, nn.Module):
     (-m..m, Vogel et al. 1996 style). Jumps use positions counted from the first non-pad source token, so
     left and right padding give the same model. The first target position uses a learned start
     predecessor: p_start in place of p_j' and a separate bias b0 over the clipped absolute position of j.
-    Only (B, I, J, J) log-probabilities are formed; the largest other intermediate is (B, I, J, d).
+    Only (B, I, J, J) log-probabilities are kept; the (B, I, J', d) product is formed a block at a time.
     """
 
     def __init__(self, query_dim, key_dim, dim, max_jump=16):
@@ -60,16 +61,12 @@ class FirstOrderAlignment(_CachedSourceMixin, nn.Module):
         q = self.q_proj(s) * scale  # (B, I, d)
         base = q @ src["k"].transpose(1, 2)  # (B, I, J)
         r_t = src["r"].transpose(1, 2)  # (B, d, J)
-        # (B, I x J', d) @ (B, d, J): one bmm, where broadcasting r over I would copy it I times
-        qp = q[:, :, None, :] * src["p"][:, None, :, :]  # (B, I, J', d)
-        bsz, tgt_len, src_len, dim = qp.shape
         mask = src["mask"]
-        # the biases, source padding folded into the jump bias, in one (B, I, J', J) buffer that the trilinear
-        # product is added to (baddbmm): no separate sums or masking pass over the largest tensor
-        bias = base[:, :, None, :] + src["jump"].masked_fill(mask[:, None, :], direct.MASKED)[:, None]
-        energy = torch.baddbmm(bias.view(bsz, tgt_len * src_len, -1), qp.view(bsz, -1, dim), r_t)
+        # source padding folded into the jump bias; the (B, I, J', d) product q_i * p_j' is formed a cache-sized
+        # block at a time and never kept (hmm_nmt.hmm.blocked)
+        jump = src["jump"].masked_fill(mask[:, None, :], direct.MASKED)
+        log_trans = trilinear_log_softmax(base, jump, q, src["p"], src["r"])
         start = (q * self.p_start) @ r_t + base + src["start"][:, None, :]  # (B, I, J)
-        log_trans = torch.log_softmax(upcast(energy.view(bsz, tgt_len, src_len, -1)), -1)
         log_init = torch.log_softmax(upcast(start).masked_fill(mask[:, None, :], direct.MASKED), -1)
         return log_init, log_trans
 
