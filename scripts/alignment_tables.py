@@ -131,6 +131,12 @@ def table(results, summary=False):
     gets its mean row alone."""
     if results.get("kind") == "align-workers":
         return workers_table(results)
+    if results.get("kind") == "blocked-products":  # benchmarks/blocked.py
+        if ROOT not in sys.path:  # run from a checkout: its benchmarks package
+            sys.path.insert(0, ROOT)
+        from benchmarks.blocked import table as blocked_table
+
+        return blocked_table(results)
     if "points" in results:
         return curve_table(results)
     if "rules" in results:

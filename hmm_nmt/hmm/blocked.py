@@ -48,12 +48,13 @@ class _TrilinearLogSoftmax(torch.autograd.Function):
         out = torch.empty(bsz, tgt_len, src_len, r.size(1), dtype=q.dtype, device=q.device)
         step = _rows(bsz, tgt_len * src_len * dim * q.element_size(), q.device, block_bytes)
         r_t = r.transpose(1, 2)
+        energy = out.new_empty((min(step, bsz),) + out.shape[1:])  # one block's scratch, reused
         for b in range(0, bsz, step):
             e = slice(b, b + step)
             qp = (q[e, :, None, :] * p[e, None, :, :]).flatten(1, 2)  # (b, I x J', d)
-            blk = torch.add(base[e, :, None, :], jump[e, None, :, :], out=out[e])  # (b, I, J', J)
+            blk = torch.add(base[e, :, None, :], jump[e, None, :, :], out=energy[:qp.size(0)])  # (b, I, J', J)
             blk.view(qp.size(0), -1, blk.size(-1)).baddbmm_(qp, r_t[e])
-            blk.copy_(torch.log_softmax(blk, dim=-1))
+            torch._log_softmax(blk, -1, False, out=out[e])  # aten's log-softmax into the output: no copy
         ctx.block_bytes = block_bytes
         ctx.save_for_backward(q, p, r, out)
         return out
@@ -70,8 +71,8 @@ class _TrilinearLogSoftmax(torch.autograd.Function):
         for b in range(0, bsz, step):
             e = slice(b, b + step)
             g = grad[e].to(out.dtype)
-            # the log-softmax's backward: g - softmax * sum_j g
-            ge = g - out[e].exp() * g.sum(-1, keepdim=True)  # (b, I, J', J)
+            # the log-softmax's backward, g - softmax * sum_j g, in aten's one fused pass
+            ge = torch._log_softmax_backward_data(g, out[e], -1, out.dtype)  # (b, I, J', J)
             torch.sum(ge, dim=2, out=grad_base[e])
             torch.sum(ge, dim=1, out=grad_jump[e])
             rows = ge.size(0)
@@ -99,9 +100,14 @@ def trilinear_log_softmax(base: Tensor, jump: Tensor, q: Tensor, p: Tensor, r: T
 
 
 def reference_trilinear_log_softmax(base: Tensor, jump: Tensor, q: Tensor, p: Tensor, r: Tensor) -> Tensor:
-    """:func:`trilinear_log_softmax` as plain autograd expressions: for tests."""
-    energy = base[:, :, None, :] + jump[:, None] + torch.einsum("bid,bkd,bjd->bikj", q, p, r)
-    return torch.log_softmax(energy, dim=-1)
+    """:func:`trilinear_log_softmax` as plain autograd expressions over the whole batch (the unblocked layer: tests
+    and benchmarks/blocked.py compare against it)."""
+    bsz, tgt_len, dim = q.shape
+    src_len = p.size(1)
+    qp = (q[:, :, None, :] * p[:, None, :, :]).view(bsz, tgt_len * src_len, dim)  # (B, I x J', d)
+    bias = base[:, :, None, :] + jump[:, None]  # (B, I, J', J)
+    energy = torch.baddbmm(bias.view(bsz, tgt_len * src_len, -1), qp, r.transpose(1, 2))
+    return torch.log_softmax(energy.view(bsz, tgt_len, src_len, -1), dim=-1)
 
 
 class _ReluWeightedSum(torch.autograd.Function):
@@ -159,6 +165,8 @@ def relu_weighted_sum(alpha: Tensor, v: Tensor, t: Tensor, block_bytes: Optional
 
 
 def reference_relu_weighted_sum(alpha: Tensor, v: Tensor, t: Tensor) -> Tensor:
-    """:func:`relu_weighted_sum` as plain autograd expressions: for tests."""
+    """:func:`relu_weighted_sum` as plain autograd expressions over all target positions (the unblocked layer)."""
+    tgt_len, bsz, heads, dim = t.shape
     u = (v[None] + t[:, :, :, None, :]).relu()  # (T, B, H, S, D)
-    return torch.einsum("bhts,tbhsd->tbhd", alpha, u)
+    w = alpha.permute(2, 0, 1, 3).reshape(-1, 1, u.size(3))  # (T x B x H, 1, S)
+    return torch.bmm(w, u.reshape(-1, u.size(3), dim)).view(tgt_len, bsz, heads, dim)
