@@ -26,7 +26,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-# bytes of a block's largest intermediate on a CPU: about a core's L2 cache (docs/speed.md 7.7 measured 0.5-8 MB)
+# bytes of a block's largest intermediate on a CPU, about a core's L2 cache (docs/speed.md 7.7: 0.25-2 MB ran fastest)
 CPU_BLOCK_BYTES = 2 << 20
 
 
@@ -53,7 +53,8 @@ class _TrilinearLogSoftmax(torch.autograd.Function):
             e = slice(b, b + step)
             qp = (q[e, :, None, :] * p[e, None, :, :]).flatten(1, 2)  # (b, I x J', d)
             blk = torch.add(base[e, :, None, :], jump[e, None, :, :], out=energy[:qp.size(0)])  # (b, I, J', J)
-            blk.view(qp.size(0), -1, blk.size(-1)).baddbmm_(qp, r_t[e])
+            flat = blk.view(qp.size(0), -1, blk.size(-1))
+            torch.baddbmm(flat, qp, r_t[e], out=flat)  # the out= form: FlopCounterMode counts it, not baddbmm_
             torch._log_softmax(blk, -1, False, out=out[e])  # aten's log-softmax into the output: no copy
         ctx.block_bytes = block_bytes
         ctx.save_for_backward(q, p, r, out)
