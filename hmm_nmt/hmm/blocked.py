@@ -26,7 +26,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-# bytes of a block's largest intermediate on a CPU, about a core's L2 cache (docs/speed.md 7.7: 0.25-2 MB ran fastest)
+# bytes of a block's largest intermediate on a CPU: about a core's L2 cache, so that it stays there
 CPU_BLOCK_BYTES = 2 << 20
 
 
