@@ -164,8 +164,10 @@ class _SeparableScores(torch.autograd.Function):
         grad_w = grad_bias = None
         if need_w:
             dim = w.size(1)
-            grad_w = (grad_a.reshape(-1, vocab).t() @ src.reshape(-1, dim)
-                      + grad_b.reshape(-1, vocab).t() @ tgt.reshape(-1, dim)).to(weight.dtype)
+            # as (X^T G)^T: G^T X reads the (rows, V) gradient across its rows, a third slower on a CPU
+            grad_wt = torch.mm(src.reshape(-1, dim).t(), grad_a.reshape(-1, vocab))
+            grad_wt.addmm_(tgt.reshape(-1, dim).t(), grad_b.reshape(-1, vocab))
+            grad_w = grad_wt.t().contiguous().to(weight.dtype)
         if bias is not None and need_bias:
             grad_bias = grad_a.sum((0, 1)).to(bias.dtype)
         return grad_src, grad_tgt, grad_w, grad_bias, None
