@@ -55,7 +55,7 @@ class FakeTrainer:
     ``interrupt_at``-th launch (0-based)."""
 
     def __init__(self, fail=(), interrupt_at=None):
-        self.cmds, self.done_before, self.fail, self.interrupt_at = [], [], set(fail), interrupt_at
+        self.cmds, self.envs, self.done_before, self.fail, self.interrupt_at = [], [], [], set(fail), interrupt_at
 
     def __call__(self, cmd, log, env):
         if len(self.cmds) == self.interrupt_at:
@@ -63,6 +63,7 @@ class FakeTrainer:
         opts = flags(cmd)
         save_dir = opts["--save-dir"]
         self.cmds.append(cmd)
+        self.envs.append(env)
         with open(os.path.join(os.path.dirname(save_dir), "manifest.json"), encoding="utf-8") as f:
             self.done_before.append(set(json.load(f)["done"]))
         if os.path.basename(save_dir) in self.fail:
@@ -190,6 +191,23 @@ def two_seeds(tmp_path_factory):
 
 
 # ----------------------------------------------------------------------------------------------- tests
+def test_every_trainer_keeps_freed_memory_for_its_next_step(two_seeds, tmp_path, monkeypatch):
+    from hmm_nmt_align.base.heap import MMAP_THRESHOLD, TRIM_THRESHOLD
+
+    _, trainer, _ = two_seeds
+    assert len(trainer.envs) == 8
+    for env in trainer.envs:
+        assert env["MALLOC_MMAP_THRESHOLD_"] == str(MMAP_THRESHOLD)
+        assert env["MALLOC_TRIM_THRESHOLD_"] == str(TRIM_THRESHOLD)
+        assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"]
+    # a value of the user's own is theirs to keep
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")
+    corpus(tmp_path)
+    own, _ = align_corpus(tmp_path)
+    assert {env["MALLOC_MMAP_THRESHOLD_"] for env in own.envs} == {"65536"}
+    assert {env["MALLOC_TRIM_THRESHOLD_"] for env in own.envs} == {str(TRIM_THRESHOLD)}
+
+
 def test_the_stages_run_in_order_each_on_what_the_one_before_marked_done(two_seeds):
     work, trainer, loader = two_seeds
     assert trainer.save_dirs() == ["fwd", "rev", "fwd.2", "rev.2", "fwd.guided", "rev.guided", "fwd.2.guided",

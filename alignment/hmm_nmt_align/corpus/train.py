@@ -11,6 +11,8 @@ import sys
 import time
 from typing import Callable, List, Optional, Sequence, Tuple
 
+from hmm_nmt_align.base.heap import trainer_env
+
 from .device import _bf16_training, _gpus
 from .model_dir import GUIDE_DATA, CorpusError, ModelDir, _log, guided
 
@@ -193,7 +195,7 @@ def train(md: ModelDir, opts, targets: dict, progress: bool, stage: str = "train
     folder = guided if stage == "guide" else (lambda name: name)
     width = _width(opts, len(pending))
     threads = max(1, opts.threads // width)
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    env = trainer_env(dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads)))
     which = _describe(md, opts, pending)
     where = "one GPU each" if _gpus(opts) >= 2 and width > 1 else \
         f"{threads} thread{'s' if threads > 1 else ''} each" + (f", {width} at a time" if width < len(pending) else "")
