@@ -131,12 +131,12 @@ def table(results, summary=False):
     gets its mean row alone."""
     if results.get("kind") == "align-workers":
         return workers_table(results)
-    if results.get("kind") == "blocked-products":  # benchmarks/blocked.py
+    if results.get("kind") in ("blocked-products", "heap-trainers"):  # benchmarks/blocked.py, benchmarks/heap.py
         if ROOT not in sys.path:  # run from a checkout: its benchmarks package
             sys.path.insert(0, ROOT)
-        from benchmarks.blocked import table as blocked_table
+        from benchmarks import blocked, heap
 
-        return blocked_table(results)
+        return (blocked if results["kind"] == "blocked-products" else heap).table(results)
     if "points" in results:
         return curve_table(results)
     if "rules" in results:

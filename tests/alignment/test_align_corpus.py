@@ -146,6 +146,29 @@ def test_the_align_flops_benchmark_times_the_stage_on_a_real_model_directory(mad
     assert doc["s_per_pair"] > 0 and doc["executed_flops_per_pair"] >= doc["needed_flops_per_pair"] > 0
 
 
+def test_the_heap_benchmark_trains_both_directions_under_both_settings(made, tmp_path):
+    """benchmarks/heap.py runs the model directory's own trainers, both directions side by side, with glibc's
+    default heap and with hmm_nmt_align.base.heap's; scripts/alignment_tables.py renders its results file."""
+    work, _, _, _ = made
+    out = tmp_path / "heap.json"
+    p = subprocess.run([sys.executable, "-m", "benchmarks.heap", "--model-dir", str(work / "m"), "--updates", "3",
+                        "--repeats", "2", "--out", str(out)], cwd=ROOT, env=_env(), capture_output=True, text=True,
+                       timeout=900)
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert [(r["round"], r["heap"]) for r in doc["runs"]] == [(1, "default"), (1, "kept"), (2, "kept"), (2, "default")]
+    for r in doc["runs"]:
+        assert [d["direction"] for d in r["directions"]] == ["fwd", "rev"]
+        assert all(d["updates"] == 3 and d["s_per_update"] > 0 and d["max_rss_mb"] > 0 for d in r["directions"])
+    assert doc["summary"]["speed-up"] > 0 and "| glibc's default |" in p.stdout
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    try:
+        import alignment_tables
+    finally:
+        sys.path.pop(0)
+    assert alignment_tables.table(doc) == p.stdout
+
+
 @pytest.mark.slow
 def test_model_dirs_of_one_corpus_align_as_an_ensemble(made, tmp_path):
     """--model-dir A:B averages the two models' posteriors in each direction: two copies of one model give its

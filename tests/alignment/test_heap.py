@@ -1,4 +1,4 @@
-"""hmm_nmt_align.base.heap: glibc's thresholds in this process (mallopt) and in a trainer's environment."""
+"""hmm_nmt_align.base.heap: glibc's thresholds in a trainer's environment, and what they do in the child."""
 import ctypes
 import json
 import os
@@ -11,8 +11,7 @@ from hmm_nmt_align.base.heap import MMAP_THRESHOLD, trainer_env
 
 # glibc's mallinfo2 (2.33+): hblks counts the blocks served by mmap
 PROBE = r"""
-import ctypes, json, sys
-from hmm_nmt_align.base.heap import keep_freed
+import ctypes, json
 
 class Info(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
@@ -22,12 +21,11 @@ libc = ctypes.CDLL(None)
 libc.mallinfo2.restype = Info
 libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
 libc.free.argtypes = [ctypes.c_void_p]
-set_ = keep_freed() if sys.argv[1] == "keep" else None
 before = libc.mallinfo2().hblks
-block = libc.malloc(40 << 20)  # a (2,500, 3,984) fp32 tensor's size
+block = libc.malloc(40 << 20)  # a (2,500, 3,984) float32 tensor's size
 during = libc.mallinfo2().hblks
 libc.free(block)
-print(json.dumps({"set": set_, "mmapped": during - before}))
+print(json.dumps(during - before))
 """
 
 
@@ -38,15 +36,16 @@ def _glibc() -> bool:
         return False
 
 
-@pytest.mark.skipif(not _glibc(), reason="glibc's mallopt and mallinfo2 (Linux, glibc 2.33 or later) only")
-def test_keep_freed_serves_large_blocks_from_the_heap():
-    def probe(mode):
-        out = subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True, text=True, check=True,
-                             env={k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")})
+@pytest.mark.skipif(not _glibc(), reason="glibc's mallinfo2 (Linux, glibc 2.33 or later) only")
+def test_a_trainer_serves_large_blocks_from_its_heap():
+    plain = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+
+    def mmapped(env):
+        out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True, env=env)
         return json.loads(out.stdout)
 
-    assert probe("default") == {"set": None, "mmapped": 1}  # glibc's own threshold: a fresh mmap
-    assert probe("keep") == {"set": True, "mmapped": 0}
+    assert mmapped(plain) == 1  # glibc's own threshold: a fresh mmap
+    assert mmapped(trainer_env(plain)) == 0
 
 
 def test_trainer_env_adds_the_thresholds_and_keeps_the_users():

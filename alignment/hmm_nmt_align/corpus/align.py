@@ -11,7 +11,6 @@ import warnings
 from typing import List, Optional, Sequence, Tuple
 
 from hmm_nmt_align.base.atomic import atomic_output
-from hmm_nmt_align.base.heap import keep_freed
 
 from .device import _align_batch, _bf16, _device, _gpus
 from .model_dir import DEFAULT_POOL, CorpusError, ModelDir
@@ -58,7 +57,6 @@ def _aligners(md: ModelDir, opts, stage: Optional[str] = None, both: bool = True
 
     import torch
 
-    keep_freed()  # the batches' large tensors reuse freed memory instead of fresh pages (base.heap)
     # on a CPU with two threads or more: worker processes of one thread each (.pool); on a GPU, the two
     # directions side by side in two threads, as in training
     opts.procs = workers(opts, _device(opts).type == "cuda")
