@@ -122,18 +122,13 @@ def main(argv=None) -> int:
     if min(a.lengths) < 1 or a.max_tokens < 1 or a.repeats < 1 or a.dim % a.heads:
         p.error("--lengths, --max-tokens and --repeats must be positive, and --heads must divide --dim")
     from benchmarks.align_flops import _torch_version, cpu_info
+    from benchmarks.common import publish, stamped
 
     torch.set_num_threads(1)
     doc = {"kind": "blocked-products", "cpu": cpu_info(), "torch": _torch_version(), "torch_threads": 1, "dim": a.dim, "heads": a.heads,
            "max_tokens": a.max_tokens, "repeats": a.repeats,
-           "rows": measure(a.lengths, a.max_tokens, a.dim, a.heads, a.repeats),
-           "command": " ".join(["python -m benchmarks.blocked", *(argv if argv is not None else sys.argv[1:])]),
-           "date": time.strftime("%Y-%m-%d")}
-    print(table(doc), end="")
-    if a.out:
-        from benchmarks.common import write_json
-
-        write_json(a.out, doc)
+           "rows": measure(a.lengths, a.max_tokens, a.dim, a.heads, a.repeats)}
+    publish(stamped(doc, "python -m benchmarks.blocked", argv), table, a.out)
     return 0
 
 

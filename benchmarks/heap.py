@@ -17,7 +17,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 SETTINGS = ("default", "kept")  # glibc's own thresholds; hmm_nmt_align.base.heap's
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -111,6 +110,7 @@ def main(argv=None) -> int:
     if a.updates < 1 or a.repeats < 1:
         p.error("--updates and --repeats must be positive")
     from benchmarks.align_flops import _torch_version, cpu_info
+    from benchmarks.common import publish, stamped
     from hmm_nmt_align.corpus.model_dir import ModelDir
 
     md = ModelDir(a.model_dir)
@@ -124,15 +124,9 @@ def main(argv=None) -> int:
                 runs.append({"round": r + 1, "heap": setting,
                              "directions": run_pair(md, opts, setting, a.updates, work)})
     doc = {"kind": "heap-trainers", "model_dir": a.model_dir, "updates": a.updates, "repeats": a.repeats,
-           "cpu": cpu_info(), "torch": _torch_version(), "runs": runs,
-           "command": " ".join(["python -m benchmarks.heap", *(argv if argv is not None else sys.argv[1:])]),
-           "date": time.strftime("%Y-%m-%d")}
+           "cpu": cpu_info(), "torch": _torch_version(), "runs": runs}
     doc["summary"] = summary(doc)
-    print(table(doc), end="")
-    if a.out:
-        from benchmarks.common import write_json
-
-        write_json(a.out, doc)
+    publish(stamped(doc, "python -m benchmarks.heap", argv), table, a.out)
     return 0
 
 
