@@ -61,9 +61,9 @@ def run_pair(md, opts, setting: str, updates: int, work: str) -> list:
         log = open(os.path.join(folder, "train.log"), "w", encoding="utf-8")
         cmd = _command(md, opts, name, updates, folder, stats)
         procs.append((name, stats, log, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=_env(setting))))
+    codes = [proc.wait() for _, _, _, proc in procs]  # both finish before either failure is reported
     rows = []
-    for name, stats, log, proc in procs:
-        code = proc.wait()
+    for (name, stats, log, _), code in zip(procs, codes):
         log.close()
         if code:
             raise SystemExit(f"benchmarks.heap: {name}'s trainer failed (exit {code}); log: {log.name}")
@@ -111,9 +111,12 @@ def main(argv=None) -> int:
         p.error("--updates and --repeats must be positive")
     from benchmarks.align_flops import _torch_version, cpu_info
     from benchmarks.common import publish, stamped
-    from hmm_nmt_align.corpus.model_dir import ModelDir
+    from hmm_nmt_align.corpus.model_dir import CorpusError, ModelDir
 
-    md = ModelDir(a.model_dir)
+    try:
+        md = ModelDir(a.model_dir)
+    except CorpusError as e:
+        p.error(str(e))
     if md.data is None or not os.path.isdir(md.file("bin")):
         p.error(f"--model-dir {a.model_dir}: no prepared model directory (manifest.json and bin/)")
     opts = _opts(md)
